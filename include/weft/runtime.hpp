@@ -1,0 +1,106 @@
+// weft — runtime: worker threads, configuration, statistics.
+//
+//   weft::Runtime rt;                       // configured from the environment (see Options::from_environment)
+//   rt.run([&](weft::Context& cx) { ... }); // the calling thread becomes worker 0 until every task is done
+//
+// A Runtime owns num_threads workers: the thread that calls run() plus num_threads-1 background threads, which
+// sleep between runs. run() calls may come one after another from any thread; concurrent run() calls on the same
+// Runtime are serialised; run() called from inside a task throws std::logic_error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace weft {
+
+class Context;
+namespace detail {
+class Engine;
+}
+
+/// Thrown for an invalid configuration (Options or an environment variable). The message names the setting,
+/// the bad value and what is accepted.
+class config_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Default bound on unfinished children of one task (see Options::max_tasks).
+inline constexpr std::size_t kDefaultMaxTasks = 4096;
+/// Largest accepted values.
+inline constexpr unsigned kMaxThreads = 4096;
+inline constexpr std::size_t kMaxMaxTasks = std::size_t{1} << 24;
+
+struct Options {
+  /// Workers, the run() caller included. Environment: WEFT_NUM_THREADS (default: all hardware threads).
+  unsigned num_threads = 1;
+  /// Pin worker i to core i mod cores. Environment: WEFT_BIND=cores|none (default none).
+  bool bind_to_cores = false;
+  /// Throttling: a task that already has this many unfinished children (ready or not) runs ready tasks before
+  /// it spawns the next one, until only half as many remain; so a producer spawning 10^8 tasks runs in bounded
+  /// memory. Environment: WEFT_MAX_TASKS (default kDefaultMaxTasks, 1..2^24).
+  std::size_t max_tasks = kDefaultMaxTasks;
+  /// Immediate successor: when a finishing task makes successors ready, the worker runs the highest-priority one
+  /// next without going through a queue (unless its queue holds a task of higher priority).
+  /// Environment: WEFT_IMMEDIATE_SUCCESSOR=1|0 (default 1).
+  bool immediate_successor = true;
+
+  /// Options read from the WEFT_* variables above; unset variables keep their defaults.
+  /// Throws config_error naming the variable for a malformed or out-of-range value.
+  static Options from_environment();
+  /// Throws config_error if a field is out of range.
+  void validate() const;
+};
+
+/// Counters summed over all workers since construction or the last reset_stats(). They are exact once run()
+/// has returned.
+struct Stats {
+  std::uint64_t tasks_created = 0;       ///< user tasks spawned (internal nodes not included)
+  std::uint64_t tasks_executed = 0;      ///< user task bodies run
+  std::uint64_t tasks_cancelled = 0;     ///< bodies skipped because a predecessor failed
+  std::uint64_t tasks_stolen = 0;        ///< tasks a worker took from another worker's queue
+  std::uint64_t immediate_successor = 0; ///< tasks run as immediate successor, bypassing the queues
+  std::uint64_t edges_created = 0;       ///< dependency edges linked
+  std::uint64_t edges_pruned_finished = 0;  ///< edges not created: the predecessor had already finished
+  std::uint64_t edges_pruned_duplicate = 0; ///< edges not created: the same edge already existed
+  std::uint64_t edges_saved_inoutset = 0;   ///< m*n - (m+n) edges saved by joining inoutset/commutative groups
+  std::uint64_t internal_nodes = 0;      ///< join nodes created (inoutset/commutative groups, reader sets, weak links)
+  std::uint64_t throttle_stalls = 0;     ///< times a producer hit max_tasks and ran tasks instead of spawning
+  std::uint64_t exceptions_dropped = 0;  ///< exceptions not rethrown because an earlier one was pending
+};
+
+class Runtime {
+ public:
+  /// Configured from the environment. A malformed WEFT_* variable prints one line naming it to stderr and
+  /// exits the process with status 2 (a deployment error; use Runtime(Options) to handle it yourself).
+  Runtime();
+  /// Throws config_error for invalid options.
+  explicit Runtime(const Options& options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Runs f(Context&) as the root task on the calling thread (worker 0) and returns when f and every task it
+  /// spawned, transitively, have finished. The first exception thrown by a task and not rethrown by a
+  /// taskwait inside the program is rethrown here.
+  template <class F>
+  void run(F&& f) {
+    auto call = [](void* p, Context& cx) { (*static_cast<std::remove_reference_t<F>*>(p))(cx); };
+    run_root(call, const_cast<void*>(static_cast<const void*>(std::addressof(f))));
+  }
+
+  unsigned num_workers() const;
+  const Options& options() const;
+  Stats stats() const;
+  void reset_stats();
+
+ private:
+  void run_root(void (*call)(void*, Context&), void* arg);
+  std::unique_ptr<detail::Engine> engine_;
+};
+
+}  // namespace weft

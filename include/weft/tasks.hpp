@@ -1,0 +1,226 @@
+// weft — dependency tasks with sequential semantics (OpenMP / OmpSs-2 style).
+//
+//   rt.run([&](weft::Context& cx) {
+//     cx.spawn([&] { a = f(); }, weft::out(a));
+//     cx.spawn([&] { b = g(a); }, weft::in(a), weft::out(b), weft::priority(2), weft::label("g"));
+//     cx.taskwait();
+//   });
+//
+// Semantics
+// ---------
+// * Sibling tasks (children of the same task) that access the same datum run in the order they were spawned,
+//   as if the program ran sequentially, with these relaxations:
+//     in           reads: readers between two writers run concurrently.
+//     out, inout   writes: waits for the previous writer and every reader since; later accesses wait for it.
+//     inoutset     a set of consecutive inoutset writers runs concurrently (each waits for what came before
+//                  the set); any later access waits for all of them (OpenMP 5.1 inoutset).
+//     commutative  like inoutset, but members of the set never run at the same time (any order).
+//     weak_in, weak_out, weak_inout
+//                  for a task whose children do the accessing (OmpSs-2): the access does not delay the task
+//                  itself, but children accessing the datum wait for what the task would have waited for;
+//                  later siblings wait for the whole task (children included).
+// * A datum is named by its start address: in(x) names the object x, in(p, n) the region of n elements at p.
+//   Two accesses conflict iff they name the same start address; overlapping regions with different starts are
+//   NOT ordered (name array blocks by their first element, as OpenMP does).
+// * A task's accesses are released when its body has returned and all its children have finished.
+//   Children should access only data their parent declared (strongly or weakly); other data is not ordered
+//   with the parent's siblings.
+// * Several accesses of one task to the same datum merge into the strongest (e.g. in + out = inout).
+// * The body is any callable taking () or (weft::Context&); it is moved into the task, so by-value captures
+//   behave like firstprivate. The Context& argument spawns the task's own children.
+// * priority(p): a worker takes its highest-priority ready task first (default 0; larger runs earlier).
+// * label("name"): a name for profiles and traces; the string must outlive the run (use a literal).
+// * Exceptions: an exception escaping a body is captured; tasks that depend on the failed task, directly or
+//   transitively, are cancelled (bodies skipped, counted in Stats::tasks_cancelled); independent tasks run.
+//   The first exception is rethrown by the parent's next taskwait()/taskwait_on(); if the parent's body ends
+//   without one, the parent counts as failed and the exception moves up, finally out of Runtime::run.
+//   Later exceptions of the same parent are dropped (Stats::exceptions_dropped). The runtime stays usable.
+// * Waiting (taskwait, throttling) never blocks a worker: it runs other ready tasks meanwhile.
+//   Known limit: a task with weak accesses that calls taskwait, run inline on a worker that is itself waiting
+//   for that task's weak predecessor, can wait forever on one worker; avoid taskwait in weakly-accessing
+//   tasks (children already synchronise through their accesses).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "weft/detail/task.hpp"
+
+namespace weft {
+
+enum class AccessMode : std::uint8_t { in, out, inout, inoutset, commutative, weak_in, weak_out, weak_inout };
+
+/// A datum accessed by a task: start address (the identity used for ordering), size in bytes, mode.
+struct Access {
+  const void* address;
+  std::size_t bytes;
+  AccessMode mode;
+};
+
+namespace detail {
+template <class T>
+constexpr void check_not_pointer() {
+  static_assert(!std::is_pointer_v<T>,
+                "weft: in(p)/out(p) on a pointer names the pointer variable itself; write in(*p) for the "
+                "object it points to or in(p, n) for the n elements starting at p");
+}
+}  // namespace detail
+
+#define WEFT_DEFINE_ACCESS_(name)                                                         \
+  template <class T>                                                                      \
+  constexpr Access name(const T& object) {                                                \
+    detail::check_not_pointer<T>();                                                       \
+    return {std::addressof(object), sizeof(T), AccessMode::name};                         \
+  }                                                                                       \
+  template <class T>                                                                      \
+  constexpr Access name(const T* first, std::size_t count) {                              \
+    return {first, count * sizeof(T), AccessMode::name};                                  \
+  }
+WEFT_DEFINE_ACCESS_(in)
+WEFT_DEFINE_ACCESS_(out)
+WEFT_DEFINE_ACCESS_(inout)
+WEFT_DEFINE_ACCESS_(inoutset)
+WEFT_DEFINE_ACCESS_(commutative)
+WEFT_DEFINE_ACCESS_(weak_in)
+WEFT_DEFINE_ACCESS_(weak_out)
+WEFT_DEFINE_ACCESS_(weak_inout)
+#undef WEFT_DEFINE_ACCESS_
+
+/// Scheduling priority of a task (larger runs earlier among ready tasks of a worker).
+struct priority {
+  std::int32_t value;
+  constexpr explicit priority(std::int32_t v) : value(v) {}
+};
+/// A name for profiles and traces. The string must outlive the run (use a string literal).
+struct label {
+  const char* text;
+  constexpr explicit label(const char* t) : text(t) {}
+};
+
+namespace detail {
+struct SpawnAttrs {
+  std::int32_t priority = 0;
+  const char* label = nullptr;
+};
+
+// Compiled engine entry points (src/engine, src/deps).
+Task* begin_spawn(Context& cx);                                     // throttle, then allocate
+void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
+void* allocate_large_body(std::size_t bytes, std::size_t align);
+void free_large_body(void* p, std::size_t bytes, std::size_t align);
+
+template <class F>
+void invoke_body(F& f, Context& cx) {
+  if constexpr (std::is_invocable_v<F&, Context&>)
+    f(cx);
+  else
+    f();
+}
+
+template <class F>
+void install_body(Task* t, F&& f) {
+  using Fn = std::decay_t<F>;
+  static_assert(std::is_invocable_v<Fn&, Context&> || std::is_invocable_v<Fn&>,
+                "weft: a task body must be callable as body() or body(weft::Context&)");
+  if constexpr (sizeof(Fn) <= kInlineBody && alignof(Fn) <= 16) {
+    ::new (static_cast<void*>(t->body)) Fn(std::forward<F>(f));
+    t->invoke = [](Task* self, Context& cx) {
+      Fn* fn = std::launder(reinterpret_cast<Fn*>(self->body));
+      struct Destroy {
+        Fn* p;
+        ~Destroy() { p->~Fn(); }
+      } guard{fn};  // destroyed even when the body throws
+      invoke_body(*fn, cx);
+    };
+    t->destroy = [](Task* self) { std::launder(reinterpret_cast<Fn*>(self->body))->~Fn(); };
+  } else {
+    void* mem = allocate_large_body(sizeof(Fn), alignof(Fn));
+    ::new (mem) Fn(std::forward<F>(f));
+    *reinterpret_cast<void**>(t->body) = mem;
+    t->invoke = [](Task* self, Context& cx) {
+      Fn* fn = static_cast<Fn*>(*reinterpret_cast<void**>(self->body));
+      struct Destroy {
+        Fn* p;
+        ~Destroy() {
+          p->~Fn();
+          free_large_body(p, sizeof(Fn), alignof(Fn));
+        }
+      } guard{fn};
+      invoke_body(*fn, cx);
+    };
+    t->destroy = [](Task* self) {
+      Fn* fn = static_cast<Fn*>(*reinterpret_cast<void**>(self->body));
+      fn->~Fn();
+      free_large_body(fn, sizeof(Fn), alignof(Fn));
+    };
+  }
+}
+
+template <class C>
+constexpr std::size_t is_access_v = std::is_same_v<std::decay_t<C>, Access> ? 1 : 0;
+}  // namespace detail
+
+/// The handle through which a running task (or the root function of Runtime::run) spawns and waits for its
+/// children. It is valid only inside that task's body and only on the thread running it.
+class Context {
+ public:
+  /// Spawns a child task running `body` after the earlier-spawned siblings it conflicts with (see top of
+  /// file). Clauses: any number of weft::in/out/inout/inoutset/commutative/weak_* accesses, at most one
+  /// weft::priority and one weft::label, in any order.
+  template <class F, class... Clauses>
+  void spawn(F&& body, Clauses&&... clauses) {
+    constexpr std::size_t n = (std::size_t{0} + ... + detail::is_access_v<Clauses>);
+    Access accesses[n == 0 ? 1 : n];
+    detail::SpawnAttrs attrs;
+    std::size_t i = 0;
+    (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
+    detail::Task* t = detail::begin_spawn(*this);
+    detail::install_body(t, std::forward<F>(body));
+    detail::finish_spawn(*this, t, accesses, n, attrs);
+  }
+
+  /// Waits until every child spawned so far by this task has finished (running other ready tasks meanwhile),
+  /// then rethrows the first exception a child threw, if any.
+  void taskwait();
+  /// Waits only for the earlier siblings that write the datum starting at `address` (the tasks an `in` access
+  /// to it would wait for), then rethrows a pending child exception, if any.
+  void taskwait_on(const void* address);
+  template <class T>
+  void taskwait_on(const T& object) {
+    detail::check_not_pointer<T>();
+    taskwait_on(static_cast<const void*>(std::addressof(object)));
+  }
+
+  /// Index of the worker running this task, 0 .. num_workers()-1.
+  unsigned worker_id() const;
+  unsigned num_workers() const;
+
+  Context(detail::Task* task, detail::Worker* worker) : task_(task), worker_(worker) {}
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  detail::Task* task() const { return task_; }
+  detail::Worker* worker() const { return worker_; }
+
+ private:
+  template <class C>
+  static void add_clause(Access* acc, std::size_t& i, detail::SpawnAttrs& attrs, C&& c) {
+    using D = std::decay_t<C>;
+    if constexpr (std::is_same_v<D, Access>)
+      acc[i++] = c;
+    else if constexpr (std::is_same_v<D, priority>)
+      attrs.priority = c.value;
+    else if constexpr (std::is_same_v<D, label>)
+      attrs.label = c.text;
+    else
+      static_assert(sizeof(D) == 0, "weft: spawn clauses are accesses (weft::in, ...), weft::priority, weft::label");
+  }
+
+  detail::Task* task_;
+  detail::Worker* worker_;
+};
+
+}  // namespace weft

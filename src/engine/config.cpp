@@ -1,0 +1,71 @@
+// Options: defaults, WEFT_* environment variables, validation.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "weft/runtime.hpp"
+
+namespace weft {
+namespace {
+
+unsigned hardware_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+// Parses a whole decimal integer in [lo, hi]; anything else is a config_error naming the variable.
+unsigned long long parse_integer(const char* name, const char* text, unsigned long long lo, unsigned long long hi) {
+  std::string s(text);
+  auto fail = [&] {
+    throw config_error(std::string("weft: ") + name + "='" + s + "' is invalid: expected an integer from " +
+                       std::to_string(lo) + " to " + std::to_string(hi));
+  };
+  if (s.empty() || s.size() > 20) fail();
+  for (char c : s)
+    if (c < '0' || c > '9') fail();
+  errno = 0;
+  unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+  if (errno != 0 || v < lo || v > hi) fail();
+  return v;
+}
+
+}  // namespace
+
+Options Options::from_environment() {
+  Options o;
+  o.num_threads = hardware_threads();
+  if (const char* v = std::getenv("WEFT_NUM_THREADS"))
+    o.num_threads = static_cast<unsigned>(parse_integer("WEFT_NUM_THREADS", v, 1, kMaxThreads));
+  if (const char* v = std::getenv("WEFT_MAX_TASKS"))
+    o.max_tasks = static_cast<std::size_t>(parse_integer("WEFT_MAX_TASKS", v, 1, kMaxMaxTasks));
+  if (const char* v = std::getenv("WEFT_BIND")) {
+    if (std::strcmp(v, "cores") == 0)
+      o.bind_to_cores = true;
+    else if (std::strcmp(v, "none") == 0 || v[0] == '\0')
+      o.bind_to_cores = false;
+    else
+      throw config_error(std::string("weft: WEFT_BIND='") + v + "' is invalid: expected 'cores' or 'none'");
+  }
+  if (const char* v = std::getenv("WEFT_IMMEDIATE_SUCCESSOR")) {
+    if (std::strcmp(v, "1") == 0)
+      o.immediate_successor = true;
+    else if (std::strcmp(v, "0") == 0)
+      o.immediate_successor = false;
+    else
+      throw config_error(std::string("weft: WEFT_IMMEDIATE_SUCCESSOR='") + v + "' is invalid: expected 1 or 0");
+  }
+  return o;
+}
+
+void Options::validate() const {
+  if (num_threads < 1 || num_threads > kMaxThreads)
+    throw config_error("weft: Options::num_threads=" + std::to_string(num_threads) +
+                       " is invalid: expected 1 to " + std::to_string(kMaxThreads));
+  if (max_tasks < 1 || max_tasks > kMaxMaxTasks)
+    throw config_error("weft: Options::max_tasks=" + std::to_string(max_tasks) + " is invalid: expected 1 to " +
+                       std::to_string(kMaxMaxTasks));
+}
+
+}  // namespace weft

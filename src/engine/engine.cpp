@@ -1,0 +1,586 @@
+// The engine: workers, descriptor pools, spawning, scheduling (immediate successor, per-worker queues,
+// stealing), completion and termination.
+//
+// Counting (see detail/task.hpp):
+//  * pending  - unfinished predecessors. Set by the producer before the first edge is published, decremented
+//               by each finishing predecessor; whoever brings it to 0 makes the task ready.
+//  * alive    - kAliveGuard while the body runs, plus children published minus children finished, plus
+//               kWeakUnit per unfinished weak node. The producer publishes its children in batches (at a
+//               taskwait, at the throttling bound, at the end of the body), so spawning costs no atomic on the
+//               parent. Whoever brings it to 0 completes the task: frees its children, releases successors, and
+//               decrements its own parent.
+//  * succ_head - successor list, closed (kClosed) by one exchange when the task completes. After that exchange
+//               the completing thread never touches the descriptor again, so the producer may recycle it as soon
+//               as it sees kClosed and no record names it.
+#include "engine/engine.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define WEFT_PAUSE() _mm_pause()
+#else
+#define WEFT_PAUSE() ((void)0)
+#endif
+
+namespace weft::detail {
+
+thread_local Worker* tls_worker = nullptr;
+
+namespace {
+constexpr std::uint32_t kChunkTasks = 64;
+constexpr std::uint32_t kSweepAt = 64;  // retired children before the producer starts recycling them
+
+inline std::int64_t published_unfinished(const Task* p) {
+  // The low 32 bits of alive hold kAliveGuard + published - finished (never borrows: see kAliveGuard).
+  return static_cast<std::int64_t>(static_cast<std::uint32_t>(p->alive.load(std::memory_order_acquire))) -
+         kAliveGuard;
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Pools
+// ---------------------------------------------------------------------------------------------------------
+
+Worker::~Worker() {
+  for (void* c : chunks) ::operator delete(c, std::align_val_t{alignof(Task)});
+}
+
+Task* Worker::allocate() {
+  if (!free_list) {
+    // Descriptors other workers returned, all at once.
+    free_list = remote_free.exchange(nullptr, std::memory_order_acquire);
+    if (!free_list) {
+      void* mem = ::operator new(sizeof(Task) * kChunkTasks, std::align_val_t{alignof(Task)});
+      chunks.push_back(mem);
+      Task* block = static_cast<Task*>(mem);
+      for (std::uint32_t i = 0; i < kChunkTasks; ++i) free_local(block + i);
+    }
+  }
+  Task* t = free_list;
+  free_list = *reinterpret_cast<Task**>(t);
+  return t;
+}
+
+void free_task(Worker& w, Task* t) {
+  if (t->extra_edges) delete[] t->extra_edges;
+  if (t->weak) destroy_weak_links(w, t);
+  if (t->comm) delete[] t->comm;
+  if (t->owner == w.id) {
+    w.free_local(t);
+    return;
+  }
+  Worker& o = *w.engine->workers[t->owner];
+  Task* head = o.remote_free.load(std::memory_order_relaxed);
+  do {
+    *reinterpret_cast<Task**>(t) = head;
+  } while (!o.remote_free.compare_exchange_weak(head, t, std::memory_order_release, std::memory_order_relaxed));
+}
+
+void init_task(Worker& w, Task* t, Task* parent) {
+  t->succ_head.store(0, std::memory_order_relaxed);
+  t->cancelled.store(false, std::memory_order_relaxed);
+  t->flags = 0;
+  t->owner = static_cast<std::uint16_t>(w.id);
+  t->alive.store(kAliveGuard, std::memory_order_relaxed);
+  t->parent = parent;
+  t->priority = 0;
+  t->label = nullptr;
+  t->invoke = nullptr;
+  t->destroy = nullptr;
+  t->unpublished = 0;
+  t->retired_count = 0;
+  t->retired_head = t->retired_tail = nullptr;
+  t->domain = nullptr;
+  t->weak = nullptr;
+  t->comm = nullptr;
+  t->error.store(nullptr, std::memory_order_relaxed);
+  t->record_refs = 0;
+  t->n_edges = 0;
+  t->mark = nullptr;
+  t->retired_next = nullptr;
+  t->extra_edges = nullptr;
+  t->n_comm = 0;
+  t->n_weak = 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Retired children: no record names them any more; recycled once finished (producer thread only).
+// ---------------------------------------------------------------------------------------------------------
+
+void retire(Task* producer, Task* t) {
+  t->retired_next = nullptr;
+  if (producer->retired_tail)
+    producer->retired_tail->retired_next = t;
+  else
+    producer->retired_head = t;
+  producer->retired_tail = t;
+  ++producer->retired_count;
+}
+
+namespace {
+inline bool finished(const Task* t) { return t->succ_head.load(std::memory_order_acquire) == kClosed; }
+
+// Frees finished retired children: the oldest first (cheap, and enough when children finish in order), and the
+// whole list when it has grown well beyond the throttling bound (children finishing out of order).
+void sweep_retired(Worker& w, Task* p, bool full) {
+  while (p->retired_head && finished(p->retired_head)) {
+    Task* t = p->retired_head;
+    p->retired_head = t->retired_next;
+    --p->retired_count;
+    free_task(w, t);
+  }
+  if (!p->retired_head) p->retired_tail = nullptr;
+  if (!full) return;
+  Task* prev = nullptr;
+  for (Task* t = p->retired_head; t;) {
+    Task* nx = t->retired_next;
+    if (finished(t)) {
+      (prev ? prev->retired_next : p->retired_head) = nx;
+      --p->retired_count;
+      free_task(w, t);
+    } else {
+      prev = t;
+    }
+    t = nx;
+  }
+  p->retired_tail = prev;
+}
+
+void free_children(Worker& w, Task* t) {
+  for (Task* c = t->retired_head; c;) {
+    Task* nx = c->retired_next;
+    free_task(w, c);
+    c = nx;
+  }
+  t->retired_head = t->retired_tail = nullptr;
+  t->retired_count = 0;
+  if (t->domain) destroy_domain(w, t);
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Scheduling
+// ---------------------------------------------------------------------------------------------------------
+
+void schedule(Worker& w, Task* t) {
+  if (t->priority == 0)
+    w.deque.push(t);
+  else
+    w.prioritized.push(t);
+  w.engine->wake_one();
+}
+
+Task* find_work(Worker& w) {
+  if (Task* t = w.next) {
+    w.next = nullptr;
+    ++w.counters.immediate_successor;
+    return t;
+  }
+  if (Task* t = w.prioritized.pop(1)) return t;
+  if (Task* t = w.deque.pop()) return t;
+  if (Task* t = w.prioritized.pop(INT32_MIN)) return t;
+  auto& ws = w.engine->workers;
+  const std::size_t n = ws.size();
+  if (n > 1) {
+    w.rng ^= w.rng << 13;
+    w.rng ^= w.rng >> 7;
+    w.rng ^= w.rng << 17;
+    std::size_t start = static_cast<std::size_t>(w.rng % n);
+    for (std::size_t k = 0; k < n; ++k) {
+      Worker& v = *ws[(start + k) % n];
+      if (&v == &w) continue;
+      Task* t = v.prioritized.pop(INT32_MIN, /*blocking=*/false);
+      if (!t) t = v.deque.steal();
+      if (t) {
+        ++w.counters.tasks_stolen;
+        return t;
+      }
+    }
+  }
+  return nullptr;
+}
+
+void idle_backoff(Worker& w) {
+  unsigned r = ++w.idle_rounds;
+  if (r < 64) {
+    for (int i = 0; i < 32; ++i) WEFT_PAUSE();
+  } else if (r < 128) {
+    std::this_thread::yield();
+  } else {
+    // Sleep until a push wakes us or a short timeout passes (a wake-up racing with going to sleep is then
+    // only late, never lost; waits on conditions other than new work are polled at this period too).
+    Engine& e = *w.engine;
+    std::unique_lock<std::mutex> lk(e.sleep_mutex);
+    e.sleepers.fetch_add(1, std::memory_order_relaxed);
+    e.sleep_cv.wait_for(lk, std::chrono::microseconds(200));
+    e.sleepers.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Completion
+// ---------------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Offers a ready task to the worker: the best one becomes the immediate successor, the others are queued.
+inline void offer(Worker& w, Task* s, Task*& best) {
+  if (!best) {
+    best = s;
+  } else if (s->priority > best->priority) {
+    schedule(w, best);
+    best = s;
+  } else {
+    schedule(w, s);
+  }
+}
+
+// Completes tasks whose body (if any), children and weak nodes are all done; then, transitively, join nodes
+// readied by them and parents whose last child they were. Iterative: no recursion through long node chains.
+void complete(Worker& w, Task* first) {
+  std::vector<Task*>& todo = w.completing;
+  const std::size_t base = todo.size();
+  todo.push_back(first);
+  Task* best = nullptr;
+  while (todo.size() > base) {
+    Task* t = todo.back();
+    todo.pop_back();
+    Task* parent = t->parent;
+    std::int64_t parent_unit = 0;
+    bool poison;
+    if (t->flags & kNode) {
+      poison = t->cancelled.load(std::memory_order_relaxed);
+      if (t->flags & kWeakNode) parent_unit = kWeakUnit;
+    } else {
+      free_children(w, t);
+      if (t->flags & kHasComm) release_commutative(w, t);
+      poison = poisoned(t);
+      if (std::exception_ptr* e = t->error.exchange(nullptr, std::memory_order_acquire)) {
+        // The body ended without rethrowing a child's exception: the task fails with it.
+        poison = true;
+        if (parent) record_error(w, parent, *e);
+        delete e;
+      }
+      parent_unit = 1;
+    }
+    // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
+    auto* e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
+    while (e) {
+      Task* s = e->succ;
+      EdgeNode* nx = e->next;  // read before releasing s: s may run, finish and be recycled right after
+      if (poison) s->cancelled.store(true, std::memory_order_relaxed);
+      if (s->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        if (s->flags & kNode)
+          todo.push_back(s);
+        else if (w.engine->options.immediate_successor)
+          offer(w, s, best);
+        else
+          schedule(w, s);
+      }
+      e = nx;
+    }
+    if (parent && parent_unit &&
+        parent->alive.fetch_sub(parent_unit, std::memory_order_acq_rel) == parent_unit)
+      todo.push_back(parent);
+  }
+  if (best) {
+    // Keep priority order: a queued task of higher priority goes first.
+    if (w.next || w.prioritized.top_priority() > best->priority)
+      schedule(w, best);
+    else
+      w.next = best;
+  }
+}
+
+// The body has returned: publish the children it spawned and complete the task if nothing else is pending.
+void end_body(Worker& w, Task* t) {
+  if (t->unpublished == 0 && t->alive.load(std::memory_order_acquire) == kAliveGuard) {
+    complete(w, t);  // no child or weak node left: nobody else touches `alive`
+    return;
+  }
+  const std::int64_t delta = static_cast<std::int64_t>(t->unpublished) - kAliveGuard;
+  t->unpublished = 0;
+  if (t->alive.fetch_add(delta, std::memory_order_acq_rel) + delta == 0) complete(w, t);
+}
+
+void publish_children(Task* t) {
+  if (t->unpublished) {
+    t->alive.fetch_add(t->unpublished, std::memory_order_release);
+    t->unpublished = 0;
+  }
+}
+
+}  // namespace
+
+void run_task(Worker& w, Task* t) {
+  if ((t->flags & kHasComm) && !acquire_commutative(w, t)) return;  // parked until a lock is released
+  if (t->cancelled.load(std::memory_order_relaxed)) {
+    t->destroy(t);
+    ++w.counters.tasks_cancelled;
+  } else {
+    Context cx(t, &w);
+    try {
+      t->invoke(t, cx);
+    } catch (...) {
+      t->flags |= kFailed;
+      record_error(w, t->parent, std::current_exception());
+    }
+    ++w.counters.tasks_executed;
+  }
+  end_body(w, t);
+}
+
+void record_error(Worker& w, Task* parent, std::exception_ptr e) {
+  std::lock_guard<std::mutex> g(w.engine->error_mutex);
+  if (parent->error.load(std::memory_order_relaxed)) {
+    ++w.counters.exceptions_dropped;
+    return;
+  }
+  parent->error.store(new std::exception_ptr(std::move(e)), std::memory_order_release);
+}
+
+void rethrow_child_error(Task* t) {
+  if (!t->error.load(std::memory_order_acquire)) return;
+  std::exception_ptr* e = t->error.exchange(nullptr, std::memory_order_acq_rel);
+  if (!e) return;
+  std::exception_ptr copy = std::move(*e);
+  delete e;
+  std::rethrow_exception(copy);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Spawning (called from the templated front end)
+// ---------------------------------------------------------------------------------------------------------
+
+Task* begin_spawn(Context& cx) {
+  Worker& w = *cx.worker();
+  Task* p = cx.task();
+  const std::int64_t limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
+  if (published_unfinished(p) + p->unpublished >= limit) {
+    // Throttling: run tasks instead of spawning until half the bound remains.
+    ++w.counters.throttle_stalls;
+    publish_children(p);
+    wait_until(w, [&] { return published_unfinished(p) <= limit / 2; });
+    if (w.next) {  // leave the chain we were running where other workers can take it
+      schedule(w, w.next);
+      w.next = nullptr;
+    }
+  }
+  if (p->retired_count >= kSweepAt)
+    sweep_retired(w, p, p->retired_count >= 2 * static_cast<std::uint32_t>(limit) + kSweepAt);
+  Task* t = w.allocate();
+  init_task(w, t, p);
+  return t;
+}
+
+void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
+  Worker& w = *cx.worker();
+  Task* p = cx.task();
+  t->priority = attrs.priority;
+  t->label = attrs.label;
+  ++p->unpublished;
+  ++w.counters.tasks_created;
+  bool ready;
+  if (n == 0) {
+    t->pending.store(0, std::memory_order_relaxed);
+    ready = true;
+  } else {
+    ready = register_accesses(w, p, t, acc, n);
+  }
+  if (t->record_refs == 0) retire(p, t);
+  if (ready) schedule(w, t);
+}
+
+void* allocate_large_body(std::size_t bytes, std::size_t align) {
+  return ::operator new(bytes, std::align_val_t{align});
+}
+void free_large_body(void* p, std::size_t, std::size_t align) { ::operator delete(p, std::align_val_t{align}); }
+
+// ---------------------------------------------------------------------------------------------------------
+// Runtime
+// ---------------------------------------------------------------------------------------------------------
+
+Engine::Engine(const Options& o) : options(o) {
+  options.validate();
+  for (unsigned i = 0; i < options.num_threads; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
+  for (unsigned i = 1; i < options.num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
+}
+
+Engine::~Engine() {
+  stop_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> g(sleep_mutex);
+    sleep_cv.notify_all();
+  }
+  for (auto& t : threads_) t.join();
+}
+
+namespace {
+void bind_to_core(unsigned id) {
+  cpu_set_t all;
+  if (sched_getaffinity(0, sizeof(all), &all) != 0) return;
+  const int count = CPU_COUNT(&all);
+  if (count <= 0) return;
+  int want = static_cast<int>(id % static_cast<unsigned>(count)), seen = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &all)) continue;
+    if (seen++ == want) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(c, &one);
+      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+      return;
+    }
+  }
+}
+}  // namespace
+
+void Engine::worker_main(unsigned id) {
+  Worker& w = *workers[id];
+  tls_worker = &w;
+  if (options.bind_to_cores) bind_to_core(id);
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (!running_.load(std::memory_order_acquire)) {
+      std::unique_lock<std::mutex> lk(sleep_mutex);
+      sleep_cv.wait(lk, [&] {
+        return stop_.load(std::memory_order_relaxed) || running_.load(std::memory_order_relaxed);
+      });
+      continue;
+    }
+    if (Task* t = find_work(w)) {
+      w.idle_rounds = 0;
+      run_task(w, t);
+    } else {
+      idle_backoff(w);
+    }
+  }
+  tls_worker = nullptr;
+}
+
+void Engine::run_root(void (*call)(void*, Context&), void* arg) {
+  if (tls_worker) throw std::logic_error("weft: Runtime::run called from inside a task (use Context::spawn)");
+  std::lock_guard<std::mutex> serial(run_mutex_);
+  Worker& w = *workers[0];
+  tls_worker = &w;
+  static bool bound_main = false;
+  if (options.bind_to_cores && !bound_main) {
+    bind_to_core(0);
+    bound_main = true;
+  }
+  {
+    std::lock_guard<std::mutex> g(sleep_mutex);
+    running_.store(true, std::memory_order_release);
+  }
+  sleep_cv.notify_all();
+
+  Task* root = w.allocate();
+  init_task(w, root, nullptr);
+  std::exception_ptr body_error;
+  {
+    Context cx(root, &w);
+    try {
+      call(arg, cx);
+    } catch (...) {
+      body_error = std::current_exception();
+    }
+  }
+  // Implicit taskwait: every task of the run descends from the root.
+  publish_children(root);
+  wait_until(w, [&] { return published_unfinished(root) == 0; });
+  free_children(w, root);
+  std::exception_ptr child_error;
+  if (std::exception_ptr* e = root->error.exchange(nullptr, std::memory_order_acquire)) {
+    child_error = std::move(*e);
+    delete e;
+  }
+  free_task(w, root);
+  running_.store(false, std::memory_order_release);
+  tls_worker = nullptr;
+  if (body_error) std::rethrow_exception(body_error);
+  if (child_error) std::rethrow_exception(child_error);
+}
+
+}  // namespace weft::detail
+
+// ---------------------------------------------------------------------------------------------------------
+// Public API
+// ---------------------------------------------------------------------------------------------------------
+
+namespace weft {
+
+Runtime::Runtime() {
+  Options o;
+  try {
+    o = Options::from_environment();
+  } catch (const config_error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(2);
+  }
+  engine_ = std::make_unique<detail::Engine>(o);
+}
+
+Runtime::Runtime(const Options& options) : engine_(std::make_unique<detail::Engine>(options)) {}
+Runtime::~Runtime() = default;
+
+void Runtime::run_root(void (*call)(void*, Context&), void* arg) { engine_->run_root(call, arg); }
+unsigned Runtime::num_workers() const { return static_cast<unsigned>(engine_->workers.size()); }
+const Options& Runtime::options() const { return engine_->options; }
+
+Stats Runtime::stats() const {
+  Stats s;
+  for (auto& wp : engine_->workers) {
+    const detail::Counters& c = wp->counters;
+    s.tasks_created += c.tasks_created;
+    s.tasks_executed += c.tasks_executed;
+    s.tasks_cancelled += c.tasks_cancelled;
+    s.tasks_stolen += c.tasks_stolen;
+    s.immediate_successor += c.immediate_successor;
+    s.edges_created += c.edges_created;
+    s.edges_pruned_finished += c.edges_pruned_finished;
+    s.edges_pruned_duplicate += c.edges_pruned_duplicate;
+    s.edges_saved_inoutset += c.edges_saved_inoutset;
+    s.internal_nodes += c.internal_nodes;
+    s.throttle_stalls += c.throttle_stalls;
+    s.exceptions_dropped += c.exceptions_dropped;
+  }
+  return s;
+}
+
+void Runtime::reset_stats() {
+  for (auto& wp : engine_->workers) wp->counters = detail::Counters{};
+}
+
+void Context::taskwait() {
+  detail::Worker& w = *worker_;
+  detail::Task* t = task_;
+  detail::publish_children(t);
+  detail::wait_until(w, [&] { return detail::published_unfinished(t) == 0; });
+  detail::sweep_retired(w, t, /*full=*/true);
+  detail::rethrow_child_error(t);
+}
+
+void Context::taskwait_on(const void* address) {
+  detail::Worker& w = *worker_;
+  detail::writers_of(w, task_, address);
+  std::vector<detail::Task*> preds(w.scratch.begin(), w.scratch.end());
+  w.scratch.clear();
+  detail::publish_children(task_);  // the writers may be unpublished children
+  detail::wait_until(w, [&] {
+    for (detail::Task* p : preds)
+      if (!detail::finished(p)) return false;
+    return true;
+  });
+  detail::rethrow_child_error(task_);
+}
+
+unsigned Context::worker_id() const { return worker_->id; }
+unsigned Context::num_workers() const { return static_cast<unsigned>(worker_->engine->workers.size()); }
+
+}  // namespace weft

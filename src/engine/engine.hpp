@@ -1,0 +1,130 @@
+// weft engine internals: workers, pools, scheduling, completion. Knows nothing of front ends: a task is a
+// pending counter, a priority, a body and a successor list.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/queues.hpp"
+#include "weft/runtime.hpp"
+#include "weft/tasks.hpp"
+
+namespace weft::detail {
+
+class Engine;
+
+/// Per-worker counters: written only by their worker, summed by Runtime::stats() after a run.
+struct Counters {
+  std::uint64_t tasks_created = 0, tasks_executed = 0, tasks_cancelled = 0, tasks_stolen = 0,
+                immediate_successor = 0, edges_created = 0, edges_pruned_finished = 0, edges_pruned_duplicate = 0,
+                edges_saved_inoutset = 0, internal_nodes = 0, throttle_stalls = 0, exceptions_dropped = 0;
+};
+
+struct alignas(64) Worker {
+  Worker(Engine& e, unsigned i) : engine(&e), id(i), rng(0x9E3779B97F4A7C15ull * (i + 1)) {}
+  ~Worker();
+
+  Engine* engine;
+  unsigned id;
+  StealDeque deque;
+  PriorityQueue prioritized;
+  Task* next = nullptr;  ///< immediate successor slot
+  std::uint64_t rng;
+  unsigned idle_rounds = 0;
+  Counters counters;
+
+  // Pool of task descriptors: a private free list, plus a list other workers return descriptors to.
+  Task* free_list = nullptr;
+  alignas(64) std::atomic<Task*> remote_free{nullptr};
+  std::vector<void*> chunks;
+
+  std::vector<Task*> scratch;       ///< candidate predecessors of the task being registered
+  std::vector<Task*> weak_scratch;  ///< same, for a weak access's node
+  std::vector<Task*> completing;    ///< work list of complete()
+
+  Task* allocate();
+  void free_local(Task* t) {
+    *reinterpret_cast<Task**>(t) = free_list;
+    free_list = t;
+  }
+};
+
+class Engine {
+ public:
+  explicit Engine(const Options& o);
+  ~Engine();
+
+  void run_root(void (*call)(void*, Context&), void* arg);
+
+  Options options;
+  std::vector<std::unique_ptr<Worker>> workers;
+
+  std::atomic<int> sleepers{0};
+  std::mutex sleep_mutex;
+  std::condition_variable sleep_cv;
+  std::mutex error_mutex;
+
+  void wake_one() {
+    if (sleepers.load(std::memory_order_relaxed) > 0) sleep_cv.notify_one();
+  }
+
+ private:
+  void worker_main(unsigned id);
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  std::mutex run_mutex_;
+};
+
+extern thread_local Worker* tls_worker;
+
+// --- scheduling and completion (engine.cpp) ---
+void init_task(Worker& w, Task* t, Task* parent);
+void schedule(Worker& w, Task* t);             ///< t is ready: queue it on w
+void free_task(Worker& w, Task* t);            ///< return t (and what hangs off it) to its owner's pool
+void retire(Task* producer, Task* t);          ///< t is no longer named by a record of producer's domain
+Task* find_work(Worker& w);
+void run_task(Worker& w, Task* t);
+void idle_backoff(Worker& w);
+template <class Cond>
+void wait_until(Worker& w, Cond&& done) {
+  while (!done()) {
+    if (Task* t = find_work(w)) {
+      w.idle_rounds = 0;
+      run_task(w, t);
+    } else {
+      idle_backoff(w);
+    }
+  }
+  w.idle_rounds = 0;
+}
+void record_error(Worker& w, Task* parent, std::exception_ptr e);
+/// Rethrows (and clears) the first pending exception of t's children.
+void rethrow_child_error(Task* t);
+
+// --- dependency tracking (src/deps) ---
+/// Registers t's accesses in the domain of its parent; links t after its predecessors. Returns true if t is
+/// ready now.
+bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n);
+/// Collects into w.scratch the tasks an `in` access to `address` would wait for.
+void writers_of(Worker& w, Task* parent, const void* address);
+/// Frees the records of t's domain and the children they name (all finished).
+void destroy_domain(Worker& w, Task* t);
+/// Frees the weak nodes of t (called when t itself is freed).
+void destroy_weak_links(Worker& w, Task* t);
+/// Commutative mutual exclusion: take every lock of t, or park t on a busy one (it is rescheduled when the lock
+/// is released) and return false.
+bool acquire_commutative(Worker& w, Task* t);
+void release_commutative(Worker& w, Task* t);
+
+inline bool poisoned(const Task* t) {
+  return (t->flags & kFailed) != 0 || t->cancelled.load(std::memory_order_relaxed);
+}
+
+}  // namespace weft::detail
