@@ -111,10 +111,11 @@ inline void release(Task* producer, Task* t) {
 
 // Links `target` after the candidate predecessors in `cands` (consumed). Returns true if target is ready
 // (no unfinished predecessor). Must run before target is visible to any other thread.
-bool link(Worker& w, Task* target, std::vector<Task*>& cands) {
+[[gnu::always_inline]] inline bool link(Worker& w, Task* target, Task** cands, std::size_t k) {
   Counters& c = w.counters;
   std::size_t m = 0;
-  for (Task* p : cands) {
+  for (std::size_t i = 0; i < k; ++i) {
+    Task* p = cands[i];
     if (p == target) continue;
     if (p->mark == target) {  // duplicate (or a recycled descriptor's mark: then p has finished)
       ++c.edges_pruned_duplicate;
@@ -172,8 +173,10 @@ Task* make_node(Worker& w, Task* producer, const std::vector<Task*>& preds) {
   n->flags = kNode;
   ++w.counters.internal_nodes;
   std::vector<Task*> cands(preds);
-  if (link(w, n, cands)) n->succ_head.store(kClosed, std::memory_order_release);
-  n->n_edges = static_cast<std::uint32_t>(preds.size());  // members joined (for edges_saved_inoutset)
+  if (link(w, n, cands.data(), cands.size())) n->succ_head.store(kClosed, std::memory_order_release);
+  // From now on n_edges counts the members joined (for edges_saved_inoutset). It is >= 2, which keeps
+  // completion on the atomic path for n's pending count (the single-predecessor shortcut reads n_edges == 1).
+  n->n_edges = static_cast<std::uint32_t>(preds.size());
   return n;
 }
 
@@ -184,8 +187,7 @@ void set_writer(Task* producer, Record& r, Task* t) {
 }
 
 // Ends the current group: a join node (or the single member) becomes the writer.
-void close_group(Worker& w, Task* producer, Record& r) {
-  if (r.group == kNoGroup) return;
+[[gnu::noinline]] void end_group(Worker& w, Task* producer, Record& r) {
   Task* n = r.members.size() == 1 ? r.members[0] : make_node(w, producer, r.members);
   set_writer(producer, r, n);
   for (Task* m : r.members) release(producer, m);
@@ -194,15 +196,19 @@ void close_group(Worker& w, Task* producer, Record& r) {
   r.group_pred = nullptr;
   r.group = kNoGroup;
 }
+inline void close_group(Worker& w, Task* producer, Record& r) {
+  if (r.group != kNoGroup) [[unlikely]]
+    end_group(w, producer, r);
+}
 
 // Record update for one access by `accessor`; predecessors of `target` (accessor, or its weak node) are
 // appended to `cands`.
-void access(Worker& w, Task* producer, Record& r, Task* accessor, AccessMode mode, std::vector<Task*>& cands) {
+[[gnu::always_inline]] inline void access(Worker& w, Task* producer, Record& r, Task* accessor, AccessMode mode, TaskBuffer& cands) {
   switch (mode) {
     case AccessMode::in:
     case AccessMode::weak_in:
       close_group(w, producer, r);
-      if (r.writer) cands.push_back(r.writer);
+      if (r.writer) cands.push(r.writer);
       r.readers.push_back(accessor);
       add_ref(accessor);
       return;
@@ -213,12 +219,12 @@ void access(Worker& w, Task* producer, Record& r, Task* accessor, AccessMode mod
       close_group(w, producer, r);
       if (!r.readers.empty()) {
         for (Task* rd : r.readers) {
-          cands.push_back(rd);
+          cands.push(rd);
           release(producer, rd);
         }
         r.readers.clear();
       } else if (r.writer) {
-        cands.push_back(r.writer);
+        cands.push(r.writer);
       }
       set_writer(producer, r, accessor);
       return;
@@ -240,7 +246,7 @@ void access(Worker& w, Task* producer, Record& r, Task* accessor, AccessMode mod
         r.group_pred = gp;
         r.group = g;
       }
-      if (r.group_pred) cands.push_back(r.group_pred);
+      if (r.group_pred) cands.push(r.group_pred);
       r.members.push_back(accessor);
       add_ref(accessor);
       if (g == kCommutative) {
@@ -271,31 +277,36 @@ AccessMode merge(AccessMode a, AccessMode b) {
 
 }  // namespace
 
+namespace {
+// Several accesses of one task to the same datum merge into one (rare; quadratic in n, which is small).
+bool has_duplicates(const Access* acc, std::size_t n) {
+  for (std::size_t i = 1; i < n; ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (acc[i].address == acc[j].address) return true;
+  return false;
+}
+std::vector<Access> merge_duplicates(const Access* acc, std::size_t n) {
+  std::vector<Access> merged;
+  for (std::size_t k = 0; k < n; ++k) {
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[k].address; });
+    if (it == merged.end())
+      merged.push_back(acc[k]);
+    else
+      it->mode = merge(it->mode, acc[k].mode);
+  }
+  return merged;
+}
+}  // namespace
+
 bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
+  if (n > 1 && has_duplicates(acc, n)) {
+    std::vector<Access> merged = merge_duplicates(acc, n);
+    return register_accesses(w, parent, t, merged.data(), merged.size());
+  }
   if (!parent->domain) parent->domain = new Domain;
   Domain& d = *parent->domain;
 
-  // Several accesses of one task to the same datum merge into one (rare; quadratic in n, which is small).
-  std::vector<Access> merged;
-  for (std::size_t i = 1; i < n && merged.empty(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (acc[i].address == acc[j].address) {
-        for (std::size_t k = 0; k < n; ++k) {
-          auto it = std::find_if(merged.begin(), merged.end(),
-                                 [&](const Access& x) { return x.address == acc[k].address; });
-          if (it == merged.end())
-            merged.push_back(acc[k]);
-          else
-            it->mode = merge(it->mode, acc[k].mode);
-        }
-        break;
-      }
-  if (!merged.empty()) {
-    acc = merged.data();
-    n = merged.size();
-  }
-
-  std::vector<Task*>& cands = w.scratch;
+  TaskBuffer& cands = w.scratch;
   cands.clear();
   for (std::size_t i = 0; i < n; ++i) {
     bool created;
@@ -317,7 +328,7 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
     init_task(w, node, t);
     node->flags = kNode | kWeakNode;
     ++w.counters.internal_nodes;
-    std::vector<Task*>& wc = w.weak_scratch;
+    TaskBuffer& wc = w.weak_scratch;
     wc.clear();
     access(w, parent, r, t, acc[i].mode, wc);
     WeakLink* grown = new WeakLink[t->n_weak + 1u];
@@ -328,14 +339,14 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
     t->flags |= kHasWeak;
     // The node counts in t's `alive` until it finishes, so t completes only after its weak predecessors.
     t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
-    if (link(w, node, wc)) {
+    if (link(w, node, wc.data(), wc.size())) {
       node->succ_head.store(kClosed, std::memory_order_release);
       t->alive.fetch_sub(kWeakUnit, std::memory_order_relaxed);
     }
   }
   if (t->n_comm > 1)
     std::sort(t->comm, t->comm + t->n_comm);  // one global order: no deadlock between overlapping sets
-  return link(w, t, cands);
+  return link(w, t, cands.data(), cands.size());
 }
 
 void writers_of(Worker& w, Task* parent, const void* address) {
@@ -344,9 +355,9 @@ void writers_of(Worker& w, Task* parent, const void* address) {
   Record* r = parent->domain->find(address);
   if (!r) return;
   if (r->group != kNoGroup)
-    w.scratch.assign(r->members.begin(), r->members.end());
+    for (Task* m : r->members) w.scratch.push(m);
   else if (r->writer)
-    w.scratch.push_back(r->writer);
+    w.scratch.push(r->writer);
 }
 
 void destroy_domain(Worker& w, Task* t) {

@@ -35,12 +35,14 @@ thread_local Worker* tls_worker = nullptr;
 
 namespace {
 constexpr std::uint32_t kChunkTasks = 64;
-constexpr std::uint32_t kSweepAt = 64;  // retired children before the producer starts recycling them
+constexpr std::uint32_t kSweepAt = 64;  // retirements between two recycling passes
 
-inline std::int64_t published_unfinished(const Task* p) {
+// Published children of p not finished yet, as seen by worker w (its own batched completions included).
+inline std::int64_t unfinished_children(const Worker& w, const Task* p) {
   // The low 32 bits of alive hold kAliveGuard + published - finished (never borrows: see kAliveGuard).
-  return static_cast<std::int64_t>(static_cast<std::uint32_t>(p->alive.load(std::memory_order_acquire))) -
-         kAliveGuard;
+  const std::int64_t n =
+      static_cast<std::int64_t>(static_cast<std::uint32_t>(p->alive.load(std::memory_order_acquire))) - kAliveGuard;
+  return w.counted_parent == p ? n - w.counted : n;
 }
 }  // namespace
 
@@ -60,18 +62,32 @@ Task* Worker::allocate() {
       void* mem = ::operator new(sizeof(Task) * kChunkTasks, std::align_val_t{alignof(Task)});
       chunks.push_back(mem);
       Task* block = static_cast<Task*>(mem);
-      for (std::uint32_t i = 0; i < kChunkTasks; ++i) free_local(block + i);
+      for (std::uint32_t i = 0; i < kChunkTasks; ++i) {
+        Task* t = ::new (static_cast<void*>(block + i)) Task{};  // the free-state invariants: zero fields
+        t->owner = static_cast<std::uint16_t>(id);
+        free_local(t);
+      }
     }
   }
   Task* t = free_list;
-  free_list = *reinterpret_cast<Task**>(t);
+  free_list = t->retired_next;
   return t;
 }
 
+// A free descriptor keeps these fields zero, so that allocation sets only what varies (init_task): unpublished,
+// retired_*, domain, weak, n_weak, comm, n_comm, error, record_refs, extra_edges. Completion and the domain
+// code restore them; free_task restores the rest.
 void free_task(Worker& w, Task* t) {
-  if (t->extra_edges) delete[] t->extra_edges;
+  if (t->extra_edges) {
+    delete[] t->extra_edges;
+    t->extra_edges = nullptr;
+  }
   if (t->weak) destroy_weak_links(w, t);
-  if (t->comm) delete[] t->comm;
+  if (t->comm) {
+    delete[] t->comm;
+    t->comm = nullptr;
+    t->n_comm = 0;
+  }
   if (t->owner == w.id) {
     w.free_local(t);
     return;
@@ -79,35 +95,19 @@ void free_task(Worker& w, Task* t) {
   Worker& o = *w.engine->workers[t->owner];
   Task* head = o.remote_free.load(std::memory_order_relaxed);
   do {
-    *reinterpret_cast<Task**>(t) = head;
+    t->retired_next = head;
   } while (!o.remote_free.compare_exchange_weak(head, t, std::memory_order_release, std::memory_order_relaxed));
 }
 
-void init_task(Worker& w, Task* t, Task* parent) {
+void init_task(Worker&, Task* t, Task* parent) {
   t->succ_head.store(0, std::memory_order_relaxed);
   t->cancelled.store(false, std::memory_order_relaxed);
   t->flags = 0;
-  t->owner = static_cast<std::uint16_t>(w.id);
   t->alive.store(kAliveGuard, std::memory_order_relaxed);
   t->parent = parent;
   t->priority = 0;
   t->label = nullptr;
-  t->invoke = nullptr;
-  t->destroy = nullptr;
-  t->unpublished = 0;
-  t->retired_count = 0;
-  t->retired_head = t->retired_tail = nullptr;
-  t->domain = nullptr;
-  t->weak = nullptr;
-  t->comm = nullptr;
-  t->error.store(nullptr, std::memory_order_relaxed);
-  t->record_refs = 0;
-  t->n_edges = 0;
   t->mark = nullptr;
-  t->retired_next = nullptr;
-  t->extra_edges = nullptr;
-  t->n_comm = 0;
-  t->n_weak = 0;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -208,6 +208,7 @@ Task* find_work(Worker& w) {
 }
 
 void idle_backoff(Worker& w) {
+  if (w.counted) flush_completions(w);
   unsigned r = ++w.idle_rounds;
   if (r < 64) {
     for (int i = 0; i < 32; ++i) WEFT_PAUSE();
@@ -228,11 +229,17 @@ void idle_backoff(Worker& w) {
 // Completion
 // ---------------------------------------------------------------------------------------------------------
 
+void flush_completions(Worker& w);
+
 namespace {
+
+constexpr std::uint32_t kCountBatch = 64;
 
 // Offers a ready task to the worker: the best one becomes the immediate successor, the others are queued.
 inline void offer(Worker& w, Task* s, Task*& best) {
-  if (!best) {
+  if (!w.engine->options.immediate_successor) {
+    schedule(w, s);
+  } else if (!best) {
     best = s;
   } else if (s->priority > best->priority) {
     schedule(w, best);
@@ -242,33 +249,36 @@ inline void offer(Worker& w, Task* s, Task*& best) {
   }
 }
 
-// Completes tasks whose body (if any), children and weak nodes are all done; then, transitively, join nodes
-// readied by them and parents whose last child they were. Iterative: no recursion through long node chains.
-void complete(Worker& w, Task* first) {
+// Subtracts the worker's batched completions; returns the parent if that completed it.
+inline Task* take_counted(Worker& w) {
+  Task* p = w.counted_parent;
+  const std::int64_t c = w.counted;
+  w.counted_parent = nullptr;
+  w.counted = 0;
+  return p->alive.fetch_sub(c, std::memory_order_acq_rel) == c ? p : nullptr;
+}
+
+// Completes tasks whose body (if any), children and weak nodes are all done; then, transitively, the join
+// nodes they ready and the parents whose last child they were. Iterative: no recursion along node chains.
+void complete(Worker& w, Task* t) {
   std::vector<Task*>& todo = w.completing;
   const std::size_t base = todo.size();
-  todo.push_back(first);
   Task* best = nullptr;
-  while (todo.size() > base) {
-    Task* t = todo.back();
-    todo.pop_back();
-    Task* parent = t->parent;
-    std::int64_t parent_unit = 0;
-    bool poison;
-    if (t->flags & kNode) {
-      poison = t->cancelled.load(std::memory_order_relaxed);
-      if (t->flags & kWeakNode) parent_unit = kWeakUnit;
-    } else {
-      free_children(w, t);
-      if (t->flags & kHasComm) release_commutative(w, t);
-      poison = poisoned(t);
-      if (std::exception_ptr* e = t->error.exchange(nullptr, std::memory_order_acquire)) {
+  for (;;) {
+    Task* const parent = t->parent;
+    const std::uint8_t flags = t->flags;
+    bool poison = t->cancelled.load(std::memory_order_relaxed);
+    if (!(flags & kNode)) {
+      if (t->retired_head || t->domain) free_children(w, t);
+      if (flags & kHasComm) release_commutative(w, t);
+      poison |= (flags & kFailed) != 0;
+      if (t->error.load(std::memory_order_relaxed)) {
         // The body ended without rethrowing a child's exception: the task fails with it.
+        std::exception_ptr* e = t->error.exchange(nullptr, std::memory_order_acquire);
         poison = true;
         if (parent) record_error(w, parent, *e);
         delete e;
       }
-      parent_unit = 1;
     }
     // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
     auto* e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
@@ -276,19 +286,33 @@ void complete(Worker& w, Task* first) {
       Task* s = e->succ;
       EdgeNode* nx = e->next;  // read before releasing s: s may run, finish and be recycled right after
       if (poison) s->cancelled.store(true, std::memory_order_relaxed);
-      if (s->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // A successor with a single predecessor needs no atomic: no one else decrements its count.
+      if (s->n_edges == 1 || s->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         if (s->flags & kNode)
           todo.push_back(s);
-        else if (w.engine->options.immediate_successor)
-          offer(w, s, best);
         else
-          schedule(w, s);
+          offer(w, s, best);
       }
       e = nx;
     }
-    if (parent && parent_unit &&
-        parent->alive.fetch_sub(parent_unit, std::memory_order_acq_rel) == parent_unit)
-      todo.push_back(parent);
+    if (parent) {
+      if (!(flags & kNode)) {
+        if (parent == w.counted_parent) {
+          if (++w.counted >= kCountBatch)
+            if (Task* p = take_counted(w)) todo.push_back(p);
+        } else {
+          if (w.counted)
+            if (Task* p = take_counted(w)) todo.push_back(p);
+          w.counted_parent = parent;
+          w.counted = 1;
+        }
+      } else if (flags & kWeakNode) {
+        if (parent->alive.fetch_sub(kWeakUnit, std::memory_order_acq_rel) == kWeakUnit) todo.push_back(parent);
+      }
+    }
+    if (todo.size() == base) break;
+    t = todo.back();
+    todo.pop_back();
   }
   if (best) {
     // Keep priority order: a queued task of higher priority goes first.
@@ -301,6 +325,7 @@ void complete(Worker& w, Task* first) {
 
 // The body has returned: publish the children it spawned and complete the task if nothing else is pending.
 void end_body(Worker& w, Task* t) {
+  if (w.counted_parent == t) flush_completions(w);
   if (t->unpublished == 0 && t->alive.load(std::memory_order_acquire) == kAliveGuard) {
     complete(w, t);  // no child or weak node left: nobody else touches `alive`
     return;
@@ -319,8 +344,13 @@ void publish_children(Task* t) {
 
 }  // namespace
 
+void flush_completions(Worker& w) {
+  if (Task* p = take_counted(w)) complete(w, p);
+}
+
 void run_task(Worker& w, Task* t) {
-  if ((t->flags & kHasComm) && !acquire_commutative(w, t)) return;  // parked until a lock is released
+  if (w.counted && t->parent != w.counted_parent) flush_completions(w);  // don't sit on them during a body
+  if ((t->flags & kHasComm) && !acquire_commutative(w, t)) return;    // parked until a lock is released
   if (t->cancelled.load(std::memory_order_relaxed)) {
     t->destroy(t);
     ++w.counters.tasks_cancelled;
@@ -363,17 +393,18 @@ Task* begin_spawn(Context& cx) {
   Worker& w = *cx.worker();
   Task* p = cx.task();
   const std::int64_t limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
-  if (published_unfinished(p) + p->unpublished >= limit) {
+  if (unfinished_children(w, p) + p->unpublished >= limit) {
     // Throttling: run tasks instead of spawning until half the bound remains.
     ++w.counters.throttle_stalls;
     publish_children(p);
-    wait_until(w, [&] { return published_unfinished(p) <= limit / 2; });
+    wait_until(w, [&] { return unfinished_children(w, p) <= limit / 2; });
     if (w.next) {  // leave the chain we were running where other workers can take it
       schedule(w, w.next);
       w.next = nullptr;
     }
   }
-  if (p->retired_count >= kSweepAt)
+  // Recycle finished children every kSweepAt retirements (amortised: one pass frees a batch).
+  if (p->retired_count % kSweepAt == 0 && p->retired_count != 0)
     sweep_retired(w, p, p->retired_count >= 2 * static_cast<std::uint32_t>(limit) + kSweepAt);
   Task* t = w.allocate();
   init_task(w, t, p);
@@ -493,7 +524,8 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   }
   // Implicit taskwait: every task of the run descends from the root.
   publish_children(root);
-  wait_until(w, [&] { return published_unfinished(root) == 0; });
+  wait_until(w, [&] { return unfinished_children(w, root) == 0; });
+  if (w.counted) flush_completions(w);
   free_children(w, root);
   std::exception_ptr child_error;
   if (std::exception_ptr* e = root->error.exchange(nullptr, std::memory_order_acquire)) {
@@ -561,7 +593,7 @@ void Context::taskwait() {
   detail::Worker& w = *worker_;
   detail::Task* t = task_;
   detail::publish_children(t);
-  detail::wait_until(w, [&] { return detail::published_unfinished(t) == 0; });
+  detail::wait_until(w, [&] { return detail::unfinished_children(w, t) == 0; });
   detail::sweep_retired(w, t, /*full=*/true);
   detail::rethrow_child_error(t);
 }
@@ -569,7 +601,7 @@ void Context::taskwait() {
 void Context::taskwait_on(const void* address) {
   detail::Worker& w = *worker_;
   detail::writers_of(w, task_, address);
-  std::vector<detail::Task*> preds(w.scratch.begin(), w.scratch.end());
+  std::vector<detail::Task*> preds(w.scratch.data(), w.scratch.data() + w.scratch.size());
   w.scratch.clear();
   detail::publish_children(task_);  // the writers may be unpublished children
   detail::wait_until(w, [&] {

@@ -26,6 +26,22 @@ struct Counters {
                 edges_saved_inoutset = 0, internal_nodes = 0, throttle_stalls = 0, exceptions_dropped = 0;
 };
 
+/// A growable array that keeps its storage across uses (no allocation on the hot path).
+class TaskBuffer {
+ public:
+  void clear() { n_ = 0; }
+  void push(Task* t) {
+    if (n_ == store_.size()) store_.resize(2 * n_ + 16);
+    store_[n_++] = t;
+  }
+  Task** data() { return store_.data(); }
+  std::size_t size() const { return n_; }
+
+ private:
+  std::vector<Task*> store_;
+  std::size_t n_ = 0;
+};
+
 struct alignas(64) Worker {
   Worker(Engine& e, unsigned i) : engine(&e), id(i), rng(0x9E3779B97F4A7C15ull * (i + 1)) {}
   ~Worker();
@@ -35,6 +51,11 @@ struct alignas(64) Worker {
   StealDeque deque;
   PriorityQueue prioritized;
   Task* next = nullptr;  ///< immediate successor slot
+  /// Children finished here but not yet subtracted from their parent's `alive` (batched: one atomic per
+  /// kCountBatch completions instead of one per child). Flushed when the parent changes, before any wait
+  /// or idle period, and before running a task of another parent.
+  Task* counted_parent = nullptr;
+  std::uint32_t counted = 0;
   std::uint64_t rng;
   unsigned idle_rounds = 0;
   Counters counters;
@@ -44,13 +65,13 @@ struct alignas(64) Worker {
   alignas(64) std::atomic<Task*> remote_free{nullptr};
   std::vector<void*> chunks;
 
-  std::vector<Task*> scratch;       ///< candidate predecessors of the task being registered
-  std::vector<Task*> weak_scratch;  ///< same, for a weak access's node
+  TaskBuffer scratch;       ///< candidate predecessors of the task being registered
+  TaskBuffer weak_scratch;  ///< same, for a weak access's node
   std::vector<Task*> completing;    ///< work list of complete()
 
   Task* allocate();
   void free_local(Task* t) {
-    *reinterpret_cast<Task**>(t) = free_list;
+    t->retired_next = free_list;  // the free list reuses the retired-list link
     free_list = t;
   }
 };
@@ -92,9 +113,15 @@ void retire(Task* producer, Task* t);          ///< t is no longer named by a re
 Task* find_work(Worker& w);
 void run_task(Worker& w, Task* t);
 void idle_backoff(Worker& w);
+/// Conditions waited on count this worker's batched completions themselves (see unfinished_children);
+/// the batch is flushed before idling, so other workers' progress is never hidden for long.
+/// Subtracts the batched completions from their parent; completes the parent if that was the last thing it
+/// waited for.
+void flush_completions(Worker& w);
 template <class Cond>
 void wait_until(Worker& w, Cond&& done) {
-  while (!done()) {
+  for (;;) {
+    if (done()) break;
     if (Task* t = find_work(w)) {
       w.idle_rounds = 0;
       run_task(w, t);
