@@ -54,30 +54,24 @@ Worker::~Worker() {
   for (void* c : chunks) ::operator delete(c, std::align_val_t{alignof(Task)});
 }
 
-Task* Worker::allocate() {
-  if (!free_list) {
-    // Descriptors other workers returned, all at once.
-    free_list = remote_free.exchange(nullptr, std::memory_order_acquire);
-    if (!free_list) {
-      void* mem = ::operator new(sizeof(Task) * kChunkTasks, std::align_val_t{alignof(Task)});
-      chunks.push_back(mem);
-      Task* block = static_cast<Task*>(mem);
-      for (std::uint32_t i = 0; i < kChunkTasks; ++i) {
-        Task* t = ::new (static_cast<void*>(block + i)) Task{};  // the free-state invariants: zero fields
-        t->owner = static_cast<std::uint16_t>(id);
-        free_local(t);
-      }
-    }
+void Worker::refill() {
+  free_list = remote_free.exchange(nullptr, std::memory_order_acquire);
+  if (free_list) return;
+  void* mem = ::operator new(sizeof(Task) * kChunkTasks, std::align_val_t{alignof(Task)});
+  chunks.push_back(mem);
+  Task* block = static_cast<Task*>(mem);
+  for (std::uint32_t i = 0; i < kChunkTasks; ++i) {
+    Task* t = ::new (static_cast<void*>(block + i)) Task{};  // the free-state invariants: zero fields
+    t->owner = static_cast<std::uint16_t>(id);
+    free_local(t);
   }
-  Task* t = free_list;
-  free_list = t->retired_next;
-  return t;
 }
 
 // A free descriptor keeps these fields zero, so that allocation sets only what varies (init_task): unpublished,
 // retired_*, domain, weak, n_weak, comm, n_comm, error, record_refs, extra_edges. Completion and the domain
 // code restore them; free_task restores the rest.
-void free_task(Worker& w, Task* t) {
+namespace {
+[[gnu::noinline]] void free_extras(Worker& w, Task* t) {
   if (t->extra_edges) {
     delete[] t->extra_edges;
     t->extra_edges = nullptr;
@@ -88,15 +82,23 @@ void free_task(Worker& w, Task* t) {
     t->comm = nullptr;
     t->n_comm = 0;
   }
-  if (t->owner == w.id) {
-    w.free_local(t);
-    return;
-  }
+}
+[[gnu::noinline]] void free_remote(Worker& w, Task* t) {
   Worker& o = *w.engine->workers[t->owner];
   Task* head = o.remote_free.load(std::memory_order_relaxed);
   do {
     t->retired_next = head;
   } while (!o.remote_free.compare_exchange_weak(head, t, std::memory_order_release, std::memory_order_relaxed));
+}
+}  // namespace
+
+void free_task(Worker& w, Task* t) {
+  if (t->extra_edges || t->weak || t->comm) [[unlikely]]
+    free_extras(w, t);
+  if (t->owner == w.id) [[likely]]
+    w.free_local(t);
+  else
+    free_remote(w, t);
 }
 
 void init_task(Worker&, Task* t, Task* parent) {

@@ -69,7 +69,14 @@ struct alignas(64) Worker {
   TaskBuffer weak_scratch;  ///< same, for a weak access's node
   std::vector<Task*> completing;    ///< work list of complete()
 
-  Task* allocate();
+  Task* allocate() {
+    if (!free_list) [[unlikely]]
+      refill();
+    Task* t = free_list;
+    free_list = t->retired_next;
+    return t;
+  }
+  void refill();  ///< takes back descriptors other workers freed, or carves a new chunk
   void free_local(Task* t) {
     t->retired_next = free_list;  // the free list reuses the retired-list link
     free_list = t;
