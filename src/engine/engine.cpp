@@ -318,7 +318,8 @@ void complete(Worker& w, Task* t) {
   }
   if (best) {
     // Keep priority order: a queued task of higher priority goes first.
-    if (w.next || w.prioritized.top_priority() > best->priority)
+    if (w.next || w.prioritized.top_priority() > best->priority ||
+        (best->priority < 0 && w.deque.maybe_nonempty()))
       schedule(w, best);
     else
       w.next = best;
