@@ -175,7 +175,7 @@ class Context {
     constexpr std::size_t n = (std::size_t{0} + ... + detail::is_access_v<Clauses>);
     Access accesses[n == 0 ? 1 : n];
     detail::SpawnAttrs attrs;
-    std::size_t i = 0;
+    [[maybe_unused]] std::size_t i = 0;
     (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
     detail::Task* t = detail::begin_spawn(*this);
     detail::install_body(t, std::forward<F>(body));

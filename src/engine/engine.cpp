@@ -171,14 +171,6 @@ void free_children(Worker& w, Task* t) {
 // Scheduling
 // ---------------------------------------------------------------------------------------------------------
 
-void schedule(Worker& w, Task* t) {
-  if (t->priority == 0)
-    w.deque.push(t);
-  else
-    w.prioritized.push(t);
-  w.engine->wake_one();
-}
-
 Task* find_work(Worker& w) {
   if (Task* t = w.next) {
     w.next = nullptr;

@@ -114,7 +114,14 @@ extern thread_local Worker* tls_worker;
 
 // --- scheduling and completion (engine.cpp) ---
 void init_task(Worker& w, Task* t, Task* parent);
-void schedule(Worker& w, Task* t);             ///< t is ready: queue it on w
+/// t is ready: queue it on w.
+inline void schedule(Worker& w, Task* t) {
+  if (t->priority == 0)
+    w.deque.push(t);
+  else
+    w.prioritized.push(t);
+  w.engine->wake_one();
+}
 void free_task(Worker& w, Task* t);            ///< return t (and what hangs off it) to its owner's pool
 void retire(Task* producer, Task* t);          ///< t is no longer named by a record of producer's domain
 Task* find_work(Worker& w);

@@ -22,9 +22,12 @@ class StealDeque {
 
   void push(Task* t) {
     std::int64_t b = bottom_.load(std::memory_order_relaxed);
-    std::int64_t top = top_.load(std::memory_order_acquire);
     Array* a = array_.load(std::memory_order_relaxed);
-    if (b - top > a->mask) a = grow(a, top, b);
+    if (b - top_seen_ > a->mask) {
+      // Thieves only raise `top_`: re-read it (a shared line) only when the array looks full.
+      top_seen_ = top_.load(std::memory_order_acquire);
+      if (b - top_seen_ > a->mask) a = grow(a, top_seen_, b);
+    }
     a->put(b, t);
     // Release publishes the slot and the task's contents to thieves that acquire `bottom_`.
     bottom_.store(b + 1, std::memory_order_release);
@@ -87,6 +90,7 @@ class StealDeque {
   alignas(64) std::atomic<std::int64_t> top_{0};
   alignas(64) std::atomic<std::int64_t> bottom_{0};
   std::atomic<Array*> array_{nullptr};
+  std::int64_t top_seen_ = 0;                    // owner only: a lower bound of top_
   std::vector<std::unique_ptr<Array>> arrays_;  // owner only
 };
 
@@ -103,6 +107,16 @@ class PriorityQueue {
   /// Highest-priority task if its priority is at least `min_priority`.
   Task* pop(std::int32_t min_priority, bool blocking = true) {
     if (size_.load(std::memory_order_acquire) == 0) return nullptr;
+    return pop_locked(min_priority, blocking);
+  }
+  bool empty() const { return size_.load(std::memory_order_relaxed) == 0; }
+  /// A hint (exact when read by the owner with no thief active).
+  std::int32_t top_priority() const {
+    return empty() ? INT32_MIN : top_priority_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  [[gnu::noinline]] Task* pop_locked(std::int32_t min_priority, bool blocking) {
     std::unique_lock<std::mutex> g(m_, std::defer_lock);
     if (blocking)
       g.lock();
@@ -116,13 +130,7 @@ class PriorityQueue {
     size_.store(heap_.size(), std::memory_order_release);
     return t;
   }
-  bool empty() const { return size_.load(std::memory_order_relaxed) == 0; }
-  /// A hint (exact when read by the owner with no thief active).
-  std::int32_t top_priority() const {
-    return empty() ? INT32_MIN : top_priority_.load(std::memory_order_relaxed);
-  }
 
- private:
   static bool less(const Task* a, const Task* b) { return a->priority < b->priority; }
   std::mutex m_;
   std::vector<Task*> heap_;
