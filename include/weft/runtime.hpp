@@ -67,7 +67,7 @@ struct Stats {
   std::uint64_t edges_created = 0;       ///< dependency edges linked
   std::uint64_t edges_pruned_finished = 0;  ///< edges not created: the predecessor had already finished
   std::uint64_t edges_pruned_duplicate = 0; ///< edges not created: the same edge already existed
-  std::uint64_t edges_saved_inoutset = 0;   ///< m*n - (m+n) edges saved by joining inoutset/commutative groups
+  std::uint64_t edges_saved_inoutset = 0;   ///< sum of m*n - (m+n) over join nodes (groups of m, n later links)
   std::uint64_t internal_nodes = 0;      ///< join nodes created (inoutset/commutative groups, reader sets, weak links)
   std::uint64_t throttle_stalls = 0;     ///< times a producer hit max_tasks and ran tasks instead of spawning
   std::uint64_t exceptions_dropped = 0;  ///< exceptions not rethrown because an earlier one was pending

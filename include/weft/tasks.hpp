@@ -14,7 +14,8 @@
 //     out, inout   writes: waits for the previous writer and every reader since; later accesses wait for it.
 //     inoutset     a set of consecutive inoutset writers runs concurrently (each waits for what came before
 //                  the set); any later access waits for all of them (OpenMP 5.1 inoutset).
-//     commutative  like inoutset, but members of the set never run at the same time (any order).
+//     commutative  like inoutset, but the bodies of members of the set never run at the same time (any order;
+//                  the exclusion covers the body, not the task's children).
 //     weak_in, weak_out, weak_inout
 //                  for a task whose children do the accessing (OmpSs-2): the access does not delay the task
 //                  itself, but children accessing the datum wait for what the task would have waited for;

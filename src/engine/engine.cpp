@@ -264,7 +264,6 @@ void complete(Worker& w, Task* t) {
     bool poison = t->cancelled.load(std::memory_order_relaxed);
     if (!(flags & kNode)) {
       if (t->retired_head || t->domain) free_children(w, t);
-      if (flags & kHasComm) release_commutative(w, t);
       poison |= (flags & kFailed) != 0;
       if (t->error.load(std::memory_order_relaxed)) {
         // The body ended without rethrowing a child's exception: the task fails with it.
@@ -301,6 +300,9 @@ void complete(Worker& w, Task* t) {
           w.counted = 1;
         }
       } else if (flags & kWeakNode) {
+        // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not
+        // started, and its successors).
+        if (poison) parent->cancelled.store(true, std::memory_order_relaxed);
         if (parent->alive.fetch_sub(kWeakUnit, std::memory_order_acq_rel) == kWeakUnit) todo.push_back(parent);
       }
     }
@@ -359,6 +361,9 @@ void run_task(Worker& w, Task* t) {
     }
     ++w.counters.tasks_executed;
   }
+  // Commutative exclusion covers the body only: holding the locks until the children (or the weak
+  // predecessors, which may be other members) finish could deadlock.
+  if (t->flags & kHasComm) release_commutative(w, t);
   end_body(w, t);
 }
 
@@ -562,6 +567,7 @@ const Options& Runtime::options() const { return engine_->options; }
 
 Stats Runtime::stats() const {
   Stats s;
+  std::int64_t saved = 0;
   for (auto& wp : engine_->workers) {
     const detail::Counters& c = wp->counters;
     s.tasks_created += c.tasks_created;
@@ -572,11 +578,12 @@ Stats Runtime::stats() const {
     s.edges_created += c.edges_created;
     s.edges_pruned_finished += c.edges_pruned_finished;
     s.edges_pruned_duplicate += c.edges_pruned_duplicate;
-    s.edges_saved_inoutset += c.edges_saved_inoutset;
+    saved += c.edges_saved_inoutset;
     s.internal_nodes += c.internal_nodes;
     s.throttle_stalls += c.throttle_stalls;
     s.exceptions_dropped += c.exceptions_dropped;
   }
+  s.edges_saved_inoutset = saved > 0 ? static_cast<std::uint64_t>(saved) : 0;
   return s;
 }
 

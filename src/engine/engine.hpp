@@ -23,7 +23,8 @@ class Engine;
 struct Counters {
   std::uint64_t tasks_created = 0, tasks_executed = 0, tasks_cancelled = 0, tasks_stolen = 0,
                 immediate_successor = 0, edges_created = 0, edges_pruned_finished = 0, edges_pruned_duplicate = 0,
-                edges_saved_inoutset = 0, internal_nodes = 0, throttle_stalls = 0, exceptions_dropped = 0;
+                internal_nodes = 0, throttle_stalls = 0, exceptions_dropped = 0;
+  std::int64_t edges_saved_inoutset = 0;  ///< signed: a join node costs its m edges before it saves any
 };
 
 /// A growable array that keeps its storage across uses (no allocation on the hot path).
