@@ -1,0 +1,832 @@
+// weft-bench-micro — weft side by side with its peers (GCC OpenMP, LLVM OpenMP, oneTBB) on three micro
+// benchmarks: chain, tree, independent. See bench/micro/README.md, or run with --help.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common.hpp"
+#include "kernels.hpp"
+#if WEFT_BENCH_HAVE_GOMP
+#include "omp_kernels.hpp"
+#endif
+
+namespace {
+
+using wbench::Result;
+
+const char* const kUsage = R"(weft-bench-micro: weft side by side with GCC OpenMP, LLVM OpenMP and oneTBB.
+
+usage: weft-bench-micro [options]
+
+  --quick              small sizes (for CI; well under a minute)
+  --bench=LIST         chain,tree,independent (default: all)
+  --only=LIST          systems to run: weft,gomp,gomp-1t,libomp,libomp-1t,tbb (default: all available)
+  --reps=R             repetitions per system (default 5); the table shows the median; the systems are
+                       interleaved: repetition 1 of every system, then repetition 2, ...
+  --csv=FILE           also write every measurement to FILE (CSV)
+  --tasks=N            chain: tasks (default 1e6, --quick 1e5; the issue's size: --tasks=1e7)
+  --deps=LIST          chain: addresses each task accesses inout (default 1,2,4,6; 1..6)
+  --tree=LIST          tree: CYCLES:HEIGHT pairs, every task busy-waits CYCLES TSC ticks, 2^HEIGHT leaves
+                       (default 0:20,1000:17,10000:14,40000:12; --quick 0:14,1000:12,10000:9,40000:7)
+  --independent-tasks=N  independent: tasks (default 1e6, --quick 1e5)
+  --workers=LIST       tree, independent: worker counts (default 1,2,4,...,N and N = hardware threads)
+  --tbb-block=B        chain, TBB: continue_nodes built per flow-graph block (default 4096)
+  --libomp-chain-tasks=N  chain, libomp with 2 threads: at most N tasks (default 2e5; marked * in the table).
+                       It keeps every task of the chain in memory until the final taskwait (~1.5 KB each)
+                       and takes microseconds per task, independent of N.
+  --no-warmup          no untimed warm-up runs (one per configuration at 1/20 of the size, and a primer of
+                       a few hundred tasks just before each timed run, which wakes the system's workers)
+  --no-quiesce         do not wait for idle runtime threads to stop spinning after each timed run
+  --watchdog=S         abort (exit 3) if one run takes longer than S seconds (default 600): a hung runtime
+  -h, --help
+
+Systems: weft (Options::num_threads = 1 for chain, else the worker count; other options from WEFT_*);
+gomp = libgomp, this program compiled with g++ -fopenmp; libomp = LLVM OpenMP, a clang++-16 -fopenmp=libomp
+build of the same kernels, run as a subprocess (weft-bench-micro-libomp); tbb = oneTBB.
+chain, OpenMP: "gomp"/"libomp" = team of 2 threads where thread 1 is held asleep on a condition variable
+(so one thread executes the tasks, but the runtime defers them); "-1t" = team of 1 thread.
+chain, TBB: a flow::graph of continue_nodes linked one after the other (built and run in blocks).
+Exit status: 0; 1 if a benchmark's result check failed or a peer failed; 2 for bad options; 3 if a run hung
+(--watchdog).
+)";
+
+enum class Bench { chain, tree, independent };
+enum Sys { kWeft, kGomp, kGomp1, kLibomp, kLibomp1, kTbb, kNumSys };
+const char* const kSysName[kNumSys] = {"weft", "gomp", "gomp-1t", "libomp", "libomp-1t", "tbb"};
+
+struct Config {
+  Bench bench = Bench::chain;
+  int deps = 0;
+  long long n = 0;  // chain, independent
+  int height = 0;   // tree
+  std::uint64_t cycles = 0;
+  int workers = 1;
+  long long tasks() const { return bench == Bench::tree ? (2LL << height) - 1 : n; }
+};
+
+struct Options {
+  bool quick = false;
+  bool bench[3] = {true, true, true};
+  bool only[kNumSys] = {true, true, true, true, true, true};
+  int reps = 5;
+  std::string csv;
+  long long chain_tasks = -1;
+  std::vector<int> deps{1, 2, 4, 6};
+  std::vector<std::pair<std::uint64_t, int>> tree;  // (cycles, height)
+  long long independent_tasks = -1;
+  std::vector<int> workers;
+  long long tbb_block = 4096;
+  long long libomp_chain_tasks = 200000;
+  bool warmup = true;
+  bool quiesce = true;
+  long long watchdog_s = 600;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "weft-bench-micro: %s (try --help)\n", msg.c_str());
+  std::exit(2);
+}
+
+long long parse_count(const std::string& s, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno != 0 || v < 1 || v > 1e12 || v != std::floor(v))
+    usage_error(std::string("bad ") + what + " '" + s + "'");
+  return static_cast<long long>(v);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t p = s.find(sep, start);
+    out.push_back(s.substr(start, p == std::string::npos ? std::string::npos : p - start));
+    if (p == std::string::npos) break;
+    start = p + 1;
+  }
+  return out;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  std::string tree_arg;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const std::size_t eq = a.find('=');
+    const std::string key = a.substr(0, eq);
+    const std::string val = eq == std::string::npos ? "" : a.substr(eq + 1);
+    auto need_val = [&] {
+      if (eq == std::string::npos || val.empty()) usage_error("option " + key + " needs a value: " + key + "=...");
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (a == "--quick") {
+      o.quick = true;
+    } else if (a == "--no-warmup") {
+      o.warmup = false;
+    } else if (a == "--no-quiesce") {
+      o.quiesce = false;
+    } else if (key == "--bench") {
+      need_val();
+      std::fill(std::begin(o.bench), std::end(o.bench), false);
+      for (const auto& b : split(val, ',')) {
+        if (b == "chain") o.bench[0] = true;
+        else if (b == "tree") o.bench[1] = true;
+        else if (b == "independent") o.bench[2] = true;
+        else usage_error("unknown benchmark '" + b + "' (chain, tree, independent)");
+      }
+    } else if (key == "--only") {
+      need_val();
+      std::fill(std::begin(o.only), std::end(o.only), false);
+      for (const auto& s : split(val, ',')) {
+        int k = 0;
+        while (k < kNumSys && s != kSysName[k]) ++k;
+        if (k == kNumSys) usage_error("unknown system '" + s + "' (weft, gomp, gomp-1t, libomp, libomp-1t, tbb)");
+        o.only[k] = true;
+      }
+    } else if (key == "--reps") {
+      need_val();
+      o.reps = static_cast<int>(parse_count(val, "--reps"));
+      if (o.reps > 1000) usage_error("--reps too large");
+    } else if (key == "--csv") {
+      need_val();
+      o.csv = val;
+    } else if (key == "--tasks") {
+      need_val();
+      o.chain_tasks = parse_count(val, "--tasks");
+    } else if (key == "--deps") {
+      need_val();
+      o.deps.clear();
+      for (const auto& s : split(val, ',')) {
+        const long long d = parse_count(s, "--deps");
+        if (d > wbench::kMaxDeps) usage_error("--deps: at most 6 addresses");
+        o.deps.push_back(int(d));
+      }
+    } else if (key == "--tree") {
+      need_val();
+      tree_arg = val;
+    } else if (key == "--independent-tasks") {
+      need_val();
+      o.independent_tasks = parse_count(val, "--independent-tasks");
+    } else if (key == "--workers") {
+      need_val();
+      o.workers.clear();
+      for (const auto& s : split(val, ',')) {
+        const long long w = parse_count(s, "--workers");
+        if (w > 4096) usage_error("--workers: at most 4096");
+        o.workers.push_back(int(w));
+      }
+    } else if (key == "--libomp-chain-tasks") {
+      need_val();
+      o.libomp_chain_tasks = parse_count(val, "--libomp-chain-tasks");
+    } else if (key == "--watchdog") {
+      need_val();
+      o.watchdog_s = parse_count(val, "--watchdog");
+    } else if (key == "--tbb-block") {
+      need_val();
+      o.tbb_block = parse_count(val, "--tbb-block");
+    } else {
+      usage_error("unknown option '" + a + "'");
+    }
+  }
+  if (o.chain_tasks < 0) o.chain_tasks = o.quick ? 100000 : 1000000;
+  if (o.independent_tasks < 0) o.independent_tasks = o.quick ? 100000 : 1000000;
+  if (tree_arg.empty()) tree_arg = o.quick ? "0:14,1000:12,10000:9,40000:7" : "0:20,1000:17,10000:14,40000:12";
+  for (const auto& p : split(tree_arg, ',')) {
+    const std::size_t c = p.find(':');
+    if (c == std::string::npos) usage_error("--tree: expected CYCLES:HEIGHT, got '" + p + "'");
+    const std::string cyc = p.substr(0, c);
+    const long long cycles = cyc == "0" ? 0 : parse_count(cyc, "--tree cycles");
+    const long long h = parse_count(p.substr(c + 1), "--tree height");
+    if (h > 40) usage_error("--tree: height at most 40");
+    o.tree.emplace_back(static_cast<std::uint64_t>(cycles), int(h));
+  }
+  if (o.workers.empty()) {
+    const int n = std::max(1u, std::thread::hardware_concurrency());
+    for (int w = 1; w < n; w *= 2) o.workers.push_back(w);
+    o.workers.push_back(n);
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The LLVM OpenMP peer: a subprocess speaking the line protocol of omp_server.cpp.
+
+class OmpServer {
+ public:
+  ~OmpServer() { stop(); }
+
+  /// Starts the server; returns "" or why it could not be used.
+  std::string start(const std::string& path) {
+    if (access(path.c_str(), X_OK) != 0) return "not built (" + path + " not found)";
+    int to[2], from[2];
+    if (pipe2(to, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
+    if (pipe2(from, O_CLOEXEC) != 0) {
+      close(to[0]);
+      close(to[1]);
+      return std::string("pipe: ") + std::strerror(errno);
+    }
+    pid_ = fork();
+    if (pid_ < 0) return std::string("fork: ") + std::strerror(errno);
+    if (pid_ == 0) {
+      dup2(to[0], 0);
+      dup2(from[1], 1);
+      const char* args[] = {path.c_str(), "--server", nullptr};
+      execv(path.c_str(), const_cast<char* const*>(args));
+      _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    to_ = fdopen(to[1], "w");
+    from_ = fdopen(from[0], "r");
+    std::string reply;
+    if (!request("describe", reply)) {
+      stop();
+      return "does not start: " + path;
+    }
+    describe_ = reply;
+    return "";
+  }
+
+  /// Sends one request, returns the reply after "ok " (false on error or if the server died).
+  bool request(const std::string& line, std::string& reply) {
+    if (!to_ || !from_) return false;
+    if (std::fprintf(to_, "%s\n", line.c_str()) < 0 || std::fflush(to_) != 0) return false;
+    char buf[1024];
+    if (!std::fgets(buf, sizeof buf, from_)) return false;
+    std::string r = buf;
+    while (!r.empty() && (r.back() == '\n' || r.back() == '\r')) r.pop_back();
+    if (r.rfind("ok ", 0) != 0) return false;
+    reply = r.substr(3);
+    return true;
+  }
+
+  Result measure(const std::string& line) {
+    std::string reply;
+    if (!request(line, reply)) throw std::runtime_error("the LLVM OpenMP peer failed on '" + line + "'");
+    Result r;
+    int ok = 0;
+    if (std::sscanf(reply.c_str(), "%lf %d %lld %lld", &r.seconds, &ok, &r.got, &r.want) != 4)
+      throw std::runtime_error("the LLVM OpenMP peer sent '" + reply + "'");
+    r.ok = ok != 0;
+    return r;
+  }
+
+  /// Returns once the server's threads have stopped spinning (true), or after 2 s (false).
+  bool quiesce() {
+    std::string reply;
+    if (!request("quiesce", reply)) throw std::runtime_error("the LLVM OpenMP peer failed on 'quiesce'");
+    return reply != "busy";
+  }
+
+  const std::string& description() const { return describe_; }
+
+  /// For the watchdog: the server may be the one that hangs.
+  void kill_now() const {
+    if (pid_ > 0) kill(pid_, SIGKILL);
+  }
+
+  void stop() {
+    if (to_) {
+      std::fputs("quit\n", to_);
+      std::fclose(to_);
+      to_ = nullptr;
+    }
+    if (from_) {
+      std::fclose(from_);
+      from_ = nullptr;
+    }
+    if (pid_ > 0) {
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  std::string describe_;
+};
+
+std::string self_dir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<std::size_t>(n));
+  const std::size_t s = p.rfind('/');
+  return s == std::string::npos ? "." : p.substr(0, s);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+struct Bencher {
+  Options opt;
+  bool avail[kNumSys] = {};
+  std::string skip_reason[kNumSys];
+  OmpServer libomp;
+  double tsc_hz = 0;
+  FILE* csv = nullptr;
+
+  bool applies(int s, Bench b) const {
+    if (s == kGomp1 || s == kLibomp1) return b == Bench::chain;
+    return true;
+  }
+
+  Result run(int s, const Config& c) {
+    char line[128];
+    switch (c.bench) {
+      case Bench::chain:
+        switch (s) {
+          case kWeft: return wbench::weftk::chain(c.deps, c.n);
+#if WEFT_BENCH_HAVE_GOMP
+          case kGomp: return wbench::omp::chain(c.deps, c.n, wbench::omp::ChainMode::two_threads);
+          case kGomp1: return wbench::omp::chain(c.deps, c.n, wbench::omp::ChainMode::one_thread);
+#endif
+          case kLibomp:
+          case kLibomp1:
+            std::snprintf(line, sizeof line, "chain %d %lld %d", c.deps, c.n, s == kLibomp ? 2 : 1);
+            return libomp.measure(line);
+#if WEFT_BENCH_HAVE_TBB
+          case kTbb: return wbench::tbbk::chain(c.deps, c.n, opt.tbb_block);
+#endif
+        }
+        break;
+      case Bench::tree:
+        switch (s) {
+          case kWeft: return wbench::weftk::tree(c.height, c.cycles, c.workers);
+#if WEFT_BENCH_HAVE_GOMP
+          case kGomp: return wbench::omp::tree(c.height, c.cycles, c.workers);
+#endif
+          case kLibomp:
+            std::snprintf(line, sizeof line, "tree %d %llu %d", c.height, static_cast<unsigned long long>(c.cycles),
+                          c.workers);
+            return libomp.measure(line);
+#if WEFT_BENCH_HAVE_TBB
+          case kTbb: return wbench::tbbk::tree(c.height, c.cycles, c.workers);
+#endif
+        }
+        break;
+      case Bench::independent:
+        switch (s) {
+          case kWeft: return wbench::weftk::independent(c.n, c.workers);
+#if WEFT_BENCH_HAVE_GOMP
+          case kGomp: return wbench::omp::independent(c.n, c.workers);
+#endif
+          case kLibomp:
+            std::snprintf(line, sizeof line, "independent %lld %d", c.n, c.workers);
+            return libomp.measure(line);
+#if WEFT_BENCH_HAVE_TBB
+          case kTbb: return wbench::tbbk::independent(c.n, c.workers);
+#endif
+        }
+        break;
+    }
+    throw std::logic_error(std::string("system not built in: ") + kSysName[s]);
+  }
+
+  static const char* bench_name(Bench b) {
+    return b == Bench::chain ? "chain" : b == Bench::tree ? "tree" : "independent";
+  }
+
+  std::string variant(int s, const Config& c) const {
+    const std::string w = std::to_string(c.workers);
+    if (c.bench == Bench::chain) {
+      switch (s) {
+        case kWeft: return "Options::num_threads=1";
+        case kGomp: case kLibomp: return "team of 2 threads, thread 1 held asleep";
+        case kGomp1: case kLibomp1: return "team of 1 thread";
+        case kTbb: return "flow::graph continue_node chain in blocks of " + std::to_string(opt.tbb_block) + ", arena(1)";
+      }
+    }
+    switch (s) {
+      case kWeft: return "Options::num_threads=" + w;
+      case kGomp: case kLibomp: return "parallel num_threads(" + w + ") + single";
+      case kTbb: return "task_group in task_arena(" + w + ")";
+    }
+    return "";
+  }
+
+  void check(int s, const Config& c, const Result& r) const {
+    if (r.ok) return;
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "weft-bench-micro: FAILED: %s, %s (deps=%d tasks=%lld height=%d cycles=%llu workers=%d): result "
+                 "%lld, expected %lld\n",
+                 bench_name(c.bench), kSysName[s], c.deps, c.n, c.height, static_cast<unsigned long long>(c.cycles),
+                 c.workers, r.got, r.want);
+    std::exit(1);
+  }
+
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+
+  struct Row {
+    std::vector<int> systems;
+    std::vector<std::vector<double>> ns;  // per system, per repetition: ns/task
+    std::vector<double> med;
+  };
+
+  // Waits until system s's idle threads stop spinning, so that they do not take cores from the next system.
+  void settle(int s) {
+    if (!opt.quiesce) return;
+    const bool idle = (s == kLibomp || s == kLibomp1) ? libomp.quiesce() : wbench::quiesce();
+    if (!idle && !warned_busy[s]) {
+      warned_busy[s] = true;
+      std::fprintf(stderr, "weft-bench-micro: warning: %s's threads still use the CPU 2 s after a run (idle threads "
+                   "that never sleep?); the next measurements share the cores with them\n", kSysName[s]);
+    }
+  }
+  bool warned_busy[kNumSys] = {};
+
+  // Watchdog: a thread that aborts the process if no run finishes for opt.watchdog_s seconds (a runtime that
+  // hangs would otherwise hang the CI job). It only sleeps and reads two variables.
+  std::atomic<long long> progress{0};
+  std::mutex current_mutex;
+  std::string current;
+  void set_current(const Config& c) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s deps=%d tasks=%lld height=%d cycles=%llu workers=%d", bench_name(c.bench),
+                  c.deps, c.n, c.height, static_cast<unsigned long long>(c.cycles), c.workers);
+    std::lock_guard<std::mutex> lk(current_mutex);
+    current = buf;
+  }
+  void start_watchdog() {
+    std::thread([this] {
+      long long last = -1;
+      double since = wbench::now_s();
+      while (true) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        const long long p = progress.load(std::memory_order_relaxed);
+        if (p != last) {
+          last = p;
+          since = wbench::now_s();
+        } else if (wbench::now_s() - since > double(opt.watchdog_s)) {
+          std::lock_guard<std::mutex> lk(current_mutex);
+          std::fflush(stdout);
+          std::fprintf(stderr, "weft-bench-micro: FAILED: no run finished for %lld s (%s); a runtime hangs?\n",
+                       opt.watchdog_s, current.c_str());
+          libomp.kill_now();
+          std::_Exit(3);
+        }
+      }
+    }).detach();
+  }
+
+  // A few hundred tasks of the same kind (untimed), run just before a timed run so that the system's worker
+  // threads, put to sleep by settle(), are awake: the timed run measures throughput, not wake-up latency.
+  static Config primer(const Config& c) {
+    Config p = c;
+    if (c.bench == Bench::tree) p.height = std::min(c.height, 4);
+    else p.n = std::min(c.n, 1000LL);
+    return p;
+  }
+
+  // The configuration system s actually runs: libomp's two-thread chain is capped (see --libomp-chain-tasks).
+  Config effective(int s, const Config& c) const {
+    Config e = c;
+    if (c.bench == Bench::chain && s == kLibomp) e.n = std::min(c.n, opt.libomp_chain_tasks);
+    return e;
+  }
+  bool capped(int s, const Config& c) const { return effective(s, c).n != c.n; }
+
+  // One configuration: a warm-up run of each system (1/20 of the size: touches memory, starts threads), then
+  // opt.reps timed runs of each system, interleaved (primer, timed run, settle).
+  Row measure(const Config& c, const Config& warm) {
+    set_current(c);
+    Row row;
+    for (int s = 0; s < kNumSys; ++s)
+      if (avail[s] && applies(s, c.bench)) row.systems.push_back(s);
+    row.ns.resize(row.systems.size());
+    if (opt.warmup)
+      for (int s : row.systems) {
+        progress.fetch_add(1, std::memory_order_relaxed);
+        check(s, warm, run(s, effective(s, warm)));
+        settle(s);
+      }
+    const Config prime = primer(c);
+    for (int rep = 0; rep < opt.reps; ++rep)
+      for (std::size_t k = 0; k < row.systems.size(); ++k) {
+        const int s = row.systems[k];
+        const Config e = effective(s, c);
+        progress.fetch_add(1, std::memory_order_relaxed);
+        if (opt.warmup) check(s, prime, run(s, prime));
+        const Result r = run(s, e);
+        check(s, e, r);
+        row.ns[k].push_back(r.seconds * 1e9 / double(e.tasks()));
+        settle(s);
+      }
+    for (auto& v : row.ns) row.med.push_back(median(v));
+    return row;
+  }
+
+  // Overhead against the ideal time: tasks x cycles / (TSC frequency x workers).
+  double overhead_pct(const Config& c, double ns_per_task) const {
+    if (c.bench != Bench::tree || c.cycles == 0 || tsc_hz <= 0) return NAN;
+    const double ideal = double(c.tasks()) * double(c.cycles) / (tsc_hz * c.workers);
+    const double t = ns_per_task * 1e-9 * double(c.tasks());
+    return (t / ideal - 1.0) * 100.0;
+  }
+
+  void write_csv(const Config& c, const Row& row) {
+    if (!csv) return;
+    const double weft_med = row.systems.empty() || row.systems[0] != kWeft ? NAN : row.med[0];
+    for (std::size_t k = 0; k < row.systems.size(); ++k) {
+      const int s = row.systems[k];
+      const auto mm = std::minmax_element(row.ns[k].begin(), row.ns[k].end());
+      std::fprintf(csv, "%s,%d,%d,%llu,%lld,%d,%s,\"%s\",%.3f,%.3f,%.3f,", bench_name(c.bench), c.deps, c.height,
+                   static_cast<unsigned long long>(c.cycles), effective(s, c).tasks(), c.workers, kSysName[s],
+                   variant(s, c).c_str(), row.med[k], *mm.first, *mm.second);
+      if (std::isnan(weft_med)) std::fprintf(csv, ",");
+      else std::fprintf(csv, "%.4f,", row.med[k] / weft_med);
+      const double ov = overhead_pct(c, row.med[k]);
+      if (!std::isnan(ov)) std::fprintf(csv, "%.2f", ov);
+      std::fprintf(csv, ",");
+      for (std::size_t i = 0; i < row.ns[k].size(); ++i) std::fprintf(csv, "%s%.3f", i ? ";" : "", row.ns[k][i]);
+      std::fprintf(csv, "\n");
+    }
+    std::fflush(csv);
+  }
+
+  std::vector<int> columns(Bench b) const {
+    std::vector<int> cols;
+    for (int s = 0; s < kNumSys; ++s)
+      if (avail[s] && applies(s, b)) cols.push_back(s);
+    return cols;
+  }
+
+  // A cell: ns/task, then [peer/weft] for peers, then the tree's overhead.
+  static constexpr int kCellW = 17;
+  std::string cell(int s, const Config& c, const Row& row, std::size_t k) const {
+    char buf[96];
+    const double weft_med = row.systems[0] == kWeft ? row.med[0] : NAN;
+    int n = std::snprintf(buf, sizeof buf, "%9.1f%s", row.med[k], capped(s, c) ? "*" : "");
+    const char* pad = capped(s, c) ? "" : " ";
+    if (s != kWeft && !std::isnan(weft_med))
+      n += std::snprintf(buf + n, sizeof buf - n, "%s%7s", pad, (fmt_ratio(row.med[k] / weft_med)).c_str());
+    else
+      n += std::snprintf(buf + n, sizeof buf - n, "%s%7s", pad, "");
+    if (c.bench == Bench::tree) {
+      const double ov = overhead_pct(c, row.med[k]);
+      if (std::isnan(ov)) std::snprintf(buf + n, sizeof buf - n, " %7s", "");
+      else std::snprintf(buf + n, sizeof buf - n, " %+6.1f%%", ov);
+    }
+    return buf;
+  }
+
+  static std::string fmt_ratio(double r) {
+    char b[32];
+    if (r >= 100) std::snprintf(b, sizeof b, "x%.0f", r);
+    else if (r >= 10) std::snprintf(b, sizeof b, "x%.1f", r);
+    else std::snprintf(b, sizeof b, "x%.2f", r);
+    return b;
+  }
+
+  void print_header_row(Bench b) const {
+    const auto cols = columns(b);
+    std::string h;
+    if (b == Bench::chain) h = " deps      tasks";
+    else if (b == Bench::tree) h = " height task-cycles    tasks workers";
+    else h = "     tasks workers";
+    for (int s : cols) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  %9s%*s", kSysName[s], (b == Bench::tree ? kCellW + 8 : kCellW) - 9, "");
+      h += buf;
+    }
+    while (!h.empty() && h.back() == ' ') h.pop_back();
+    std::printf("%s\n", h.c_str());
+  }
+
+  void print_row(const Config& c, const Row& row) const {
+    char buf[96];
+    if (c.bench == Bench::chain) std::snprintf(buf, sizeof buf, " %4d %10lld", c.deps, c.n);
+    else if (c.bench == Bench::tree)
+      std::snprintf(buf, sizeof buf, " %6d %11llu %8lld %7d", c.height, static_cast<unsigned long long>(c.cycles),
+                    c.tasks(), c.workers);
+    else std::snprintf(buf, sizeof buf, " %9lld %7d", c.n, c.workers);
+    std::string line = buf;
+    for (std::size_t k = 0; k < row.systems.size(); ++k) line += "  " + cell(row.systems[k], c, row, k);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+
+  void run_bench(Bench b) {
+    std::vector<Config> configs;
+    if (b == Bench::chain) {
+      for (int d : opt.deps) {
+        Config c;
+        c.bench = b;
+        c.deps = d;
+        c.n = opt.chain_tasks;
+        configs.push_back(c);
+      }
+    } else if (b == Bench::tree) {
+      for (auto [cycles, h] : opt.tree)
+        for (int w : opt.workers) {
+          Config c;
+          c.bench = b;
+          c.height = h;
+          c.cycles = cycles;
+          c.workers = w;
+          configs.push_back(c);
+        }
+    } else {
+      for (int w : opt.workers) {
+        Config c;
+        c.bench = b;
+        c.n = opt.independent_tasks;
+        c.workers = w;
+        configs.push_back(c);
+      }
+    }
+    if (columns(b).empty()) return;
+    std::printf("\n");
+    if (b == Bench::chain) {
+      std::printf("== chain: N tasks, each inout on the same D addresses (ordered one after the other), one executing "
+                  "worker.\n   ns/task, median of %d; [peer/weft]. gomp, libomp: team of 2 threads, thread 1 held "
+                  "asleep; -1t: team of 1 thread; tbb: flow::graph of continue_nodes.\n",
+                  opt.reps);
+      if (avail[kLibomp] && opt.chain_tasks > opt.libomp_chain_tasks)
+        std::printf("   * libomp (2 threads) measured on %lld tasks (--libomp-chain-tasks): it holds every task until "
+                    "the taskwait, ~1.5 KB each.\n",
+                    opt.libomp_chain_tasks);
+    } else if (b == Bench::tree) {
+      std::printf("== tree: binary tree of tasks (every task busy-waits `cycles` TSC ticks, then an inner task spawns 2 "
+                  "children and waits for them).\n   ns/task (all 2^(height+1)-1 tasks), median of %d; "
+                  "[peer/weft]; overhead against tasks x cycles / (TSC %.3f GHz x workers).\n",
+                  opt.reps, tsc_hz * 1e-9);
+    } else {
+      std::printf("== independent: N independent tasks spawned by one producer, then one wait.\n   ns/task, median "
+                  "of %d; [peer/weft].\n",
+                  opt.reps);
+    }
+    print_header_row(b);
+    for (const Config& c : configs) {
+      Config warm = c;
+      if (b == Bench::tree) warm.height = std::max(1, c.height - 3);
+      else warm.n = std::max(1LL, std::min(c.n, std::max(c.n / 20, 1000LL)));
+      const Row row = measure(c, warm);
+      print_row(c, row);
+      write_csv(c, row);
+    }
+  }
+};
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t c = line.find(':');
+      if (c != std::string::npos) return line.substr(c + 2);
+    }
+  return "unknown CPU";
+}
+
+// The 1-minute load average at start: other processes on the machine make the numbers noisy.
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string one;
+  if (!(f >> one)) return "unknown";
+  return one;
+}
+
+double measure_tsc_hz() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::uint64_t c0 = __rdtsc();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t1 = std::chrono::steady_clock::now();
+  const std::uint64_t c1 = __rdtsc();
+  return double(c1 - c0) / std::chrono::duration<double>(t1 - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  Bencher B;
+  B.opt = parse_args(argc, argv);
+  const Options& o = B.opt;
+
+  // Availability of the systems. The LLVM OpenMP server is started first, before this process has threads.
+  for (int s = 0; s < kNumSys; ++s) B.avail[s] = o.only[s];
+#if !WEFT_BENCH_HAVE_GOMP
+  B.avail[kGomp] = B.avail[kGomp1] = false;
+  B.skip_reason[kGomp] = B.skip_reason[kGomp1] = WEFT_BENCH_GOMP_SKIP;
+#endif
+#if !WEFT_BENCH_HAVE_TBB
+  B.avail[kTbb] = false;
+  B.skip_reason[kTbb] = "oneTBB not found at configure time (find_package(TBB))";
+#endif
+  if (B.avail[kLibomp] || B.avail[kLibomp1]) {
+#if WEFT_BENCH_HAVE_LIBOMP
+    std::string path;
+    if (const char* e = std::getenv("WEFT_BENCH_LIBOMP_SERVER")) path = e;
+    else {
+      path = self_dir() + "/weft-bench-micro-libomp";
+      if (access(path.c_str(), X_OK) != 0) path = WEFT_BENCH_LIBOMP_SERVER;
+    }
+    const std::string err = B.libomp.start(path);
+    if (!err.empty()) {
+      B.avail[kLibomp] = B.avail[kLibomp1] = false;
+      B.skip_reason[kLibomp] = B.skip_reason[kLibomp1] = "LLVM OpenMP peer " + err;
+    }
+#else
+    B.avail[kLibomp] = B.avail[kLibomp1] = false;
+    B.skip_reason[kLibomp] = B.skip_reason[kLibomp1] = WEFT_BENCH_LIBOMP_SKIP;
+#endif
+  }
+  if (!B.avail[kWeft]) {
+    B.skip_reason[kWeft] = "not selected (--only): no peer/weft ratios";
+  }
+  for (int s = 0; s < kNumSys; ++s)
+    if (!o.only[s] && B.skip_reason[s].empty()) B.skip_reason[s] = "not selected (--only)";
+
+  if (o.bench[1]) B.tsc_hz = measure_tsc_hz();
+
+  // Header: the machine and the versions.
+  {
+    char date[64];
+    const std::time_t t = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+    std::printf("weft-bench-micro  %s\n", date);
+    std::printf("machine: %s, %u hardware threads", cpu_model().c_str(), std::thread::hardware_concurrency());
+    if (B.tsc_hz > 0) std::printf(", TSC %.3f GHz", B.tsc_hz * 1e-9);
+    std::printf(", load average %s\n", load_average().c_str());
+#if defined(__clang__)
+    std::printf("driver:  clang++ %s\n", __clang_version__);
+#else
+    std::printf("driver:  g++ %s\n", __VERSION__);
+#endif
+#ifndef NDEBUG
+    std::printf("warning: built without NDEBUG (a Debug build?): the numbers are not representative\n");
+#endif
+    std::printf("weft:    %s\n", wbench::weftk::describe().c_str());
+#if WEFT_BENCH_HAVE_GOMP
+    if (B.avail[kGomp] || B.avail[kGomp1]) std::printf("gomp:    %s\n", wbench::omp::describe().c_str());
+#endif
+    if (B.avail[kLibomp] || B.avail[kLibomp1]) std::printf("libomp:  %s\n", B.libomp.description().c_str());
+#if WEFT_BENCH_HAVE_TBB
+    if (B.avail[kTbb]) std::printf("tbb:     %s\n", wbench::tbbk::describe().c_str());
+#endif
+    for (int s = 0; s < kNumSys; ++s)
+      if (!B.avail[s] && !B.skip_reason[s].empty() && (s != kGomp1 || B.skip_reason[s] != B.skip_reason[kGomp]) &&
+          (s != kLibomp1 || B.skip_reason[s] != B.skip_reason[kLibomp]))
+        std::printf("skipped: %s: %s\n", kSysName[s], B.skip_reason[s].c_str());
+    std::printf("reps:    %d per system, interleaved%s%s%s\n", o.reps,
+                o.warmup ? "; untimed warm-up per configuration and primer before each run" : "",
+                o.quiesce ? "; spinning idle threads waited out after each run" : "", o.quick ? "; --quick sizes" : "");
+    std::fflush(stdout);
+  }
+
+  if (!o.csv.empty()) {
+    B.csv = std::fopen(o.csv.c_str(), "w");
+    if (!B.csv) {
+      std::fprintf(stderr, "weft-bench-micro: cannot write %s: %s\n", o.csv.c_str(), std::strerror(errno));
+      return 2;
+    }
+    std::fprintf(B.csv,
+                 "bench,deps,height,leaf_cycles,tasks,workers,system,variant,median_ns_per_task,min_ns_per_task,"
+                 "max_ns_per_task,ratio_vs_weft,overhead_pct,reps_ns_per_task\n");
+  }
+
+  B.start_watchdog();
+  const double t_start = wbench::now_s();
+  try {
+    if (o.bench[0]) B.run_bench(Bench::chain);
+    if (o.bench[1]) B.run_bench(Bench::tree);
+    if (o.bench[2]) B.run_bench(Bench::independent);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "weft-bench-micro: FAILED: %s\n", e.what());
+    return 1;
+  }
+  std::printf("\ntotal %.1f s\n", wbench::now_s() - t_start);
+  if (B.csv) std::fclose(B.csv);
+  B.libomp.stop();
+  return 0;
+}
