@@ -128,7 +128,7 @@ inline void release(Task* producer, Task* t) {
       if (poisoned(p)) target->cancelled.store(true, std::memory_order_relaxed);
       continue;
     }
-    if ((p->flags & (kNode | kWeakNode)) == kNode && p->n_edges > 1) c.edges_saved_inoutset += p->n_edges - 1;  // m - 1
+    if (p->joined > 1) c.edges_saved_inoutset += p->joined - 1;  // a join node of m members: m - 1 saved
     cands[m++] = p;
   }
   target->n_edges = static_cast<std::uint32_t>(m);
@@ -173,11 +173,9 @@ Task* make_node(Worker& w, Task* producer, const std::vector<Task*>& preds) {
   n->flags = kNode;
   ++w.counters.internal_nodes;
   w.counters.edges_saved_inoutset -= static_cast<std::int64_t>(preds.size());  // n*(m-1) - m in the end
+  n->joined = static_cast<std::uint32_t>(preds.size());
   std::vector<Task*> cands(preds);
   if (link(w, n, cands.data(), cands.size())) n->succ_head.store(kClosed, std::memory_order_release);
-  // From now on n_edges counts the members joined (for edges_saved_inoutset). It is >= 2, which keeps
-  // completion on the atomic path for n's pending count (the single-predecessor shortcut reads n_edges == 1).
-  n->n_edges = static_cast<std::uint32_t>(preds.size());
   return n;
 }
 

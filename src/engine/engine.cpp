@@ -110,6 +110,7 @@ void init_task(Worker&, Task* t, Task* parent) {
   t->priority = 0;
   t->label = nullptr;
   t->mark = nullptr;
+  t->joined = 0;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -264,7 +265,6 @@ void complete(Worker& w, Task* t) {
     bool poison = t->cancelled.load(std::memory_order_relaxed);
     if (!(flags & kNode)) {
       if (t->retired_head || t->domain) free_children(w, t);
-      poison |= (flags & kFailed) != 0;
       if (t->error.load(std::memory_order_relaxed)) {
         // The body ended without rethrowing a child's exception: the task fails with it.
         std::exception_ptr* e = t->error.exchange(nullptr, std::memory_order_acquire);
@@ -356,7 +356,7 @@ void run_task(Worker& w, Task* t) {
     try {
       t->invoke(t, cx);
     } catch (...) {
-      t->flags |= kFailed;
+      t->cancelled.store(true, std::memory_order_relaxed);  // poisons the successors
       record_error(w, t->parent, std::current_exception());
     }
     ++w.counters.tasks_executed;

@@ -165,8 +165,7 @@ void destroy_weak_links(Worker& w, Task* t);
 bool acquire_commutative(Worker& w, Task* t);
 void release_commutative(Worker& w, Task* t);
 
-inline bool poisoned(const Task* t) {
-  return (t->flags & kFailed) != 0 || t->cancelled.load(std::memory_order_relaxed);
-}
+/// The task failed or was cancelled: its successors are cancelled.
+inline bool poisoned(const Task* t) { return t->cancelled.load(std::memory_order_relaxed); }
 
 }  // namespace weft::detail

@@ -31,9 +31,8 @@ inline constexpr std::uintptr_t kClosed = 1;
 enum TaskFlags : std::uint8_t {
   kNode = 1,         ///< internal join node: no body, completes as soon as its predecessors have
   kWeakNode = 2,     ///< a node standing for a weak access of its parent (owned by the parent, not a domain)
-  kFailed = 4,       ///< the body threw
-  kHasComm = 8,      ///< holds commutative locks
-  kHasWeak = 16,     ///< has weak links for its children
+  kHasComm = 4,      ///< holds commutative locks
+  kHasWeak = 8,      ///< has weak links for its children
 };
 
 inline constexpr std::size_t kInlineBody = 56;
@@ -43,8 +42,8 @@ struct alignas(64) Task {
   // --- written concurrently (by predecessors / children / the finishing worker) ---
   std::atomic<std::uintptr_t> succ_head;  ///< EdgeNode* or kClosed
   std::atomic<std::int32_t> pending;      ///< unfinished predecessors
-  std::atomic<bool> cancelled;            ///< a predecessor failed: skip the body
-  std::uint8_t flags;
+  std::atomic<bool> cancelled;            ///< failed, or a predecessor failed (then the body is skipped)
+  std::uint8_t flags;                     ///< TaskFlags; fixed once the task is visible to other threads
   std::uint16_t owner;                    ///< worker whose pool holds this descriptor
   /// (weak nodes not done) << 32  +  kAliveGuard (while the body runs)  +  published children - finished children.
   std::atomic<std::int64_t> alive;
@@ -75,6 +74,7 @@ struct alignas(64) Task {
   EdgeNode* extra_edges;                  ///< edge nodes for tasks with > kInlineEdges predecessors
   std::uint8_t n_comm;
   std::uint8_t n_weak;
+  std::uint32_t joined;                   ///< join nodes: members joined (for Stats::edges_saved_inoutset)
 
   EdgeNode edges[kInlineEdges];
   alignas(16) unsigned char body[kInlineBody];
