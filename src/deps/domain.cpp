@@ -102,10 +102,14 @@ namespace {
 
 inline bool finished(const Task* t) { return t->succ_head.load(std::memory_order_acquire) == kClosed; }
 
-inline void add_ref(Task* t) { ++t->record_refs; }
+// Weak nodes are owned by the task whose weak access they stand for and freed with it: records name them
+// without counting.
+inline void add_ref(Task* t) {
+  if (!(t->flags & kWeakNode)) ++t->record_refs;
+}
 
 inline void release(Task* producer, Task* t) {
-  if (t->flags & kWeakNode) return;  // owned by the parent task, freed with it
+  if (t->flags & kWeakNode) return;
   if (--t->record_refs == 0) retire(producer, t);
 }
 

@@ -255,9 +255,12 @@ inline Task* take_counted(Worker& w) {
 
 // Completes tasks whose body (if any), children and weak nodes are all done; then, transitively, the join
 // nodes they ready and the parents whose last child they were. Iterative: no recursion along node chains.
+// Order matters: a task's parent is decremented only after every join node it readied has completed, since a
+// parent that completes frees its domain, join nodes included (nodes are not counted in `alive`).
 void complete(Worker& w, Task* t) {
   std::vector<Task*>& todo = w.completing;
-  const std::size_t base = todo.size();
+  std::vector<Task*>& done_children = w.completed_children;
+  const std::size_t base = todo.size(), done_base = done_children.size();
   Task* best = nullptr;
   for (;;) {
     Task* const parent = t->parent;
@@ -290,20 +293,25 @@ void complete(Worker& w, Task* t) {
     }
     if (parent) {
       if (!(flags & kNode)) {
-        if (parent == w.counted_parent) {
-          if (++w.counted >= kCountBatch)
-            if (Task* p = take_counted(w)) todo.push_back(p);
-        } else {
-          if (w.counted)
-            if (Task* p = take_counted(w)) todo.push_back(p);
-          w.counted_parent = parent;
-          w.counted = 1;
-        }
+        done_children.push_back(t->parent);  // decremented once the nodes readied above have completed
       } else if (flags & kWeakNode) {
         // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not
         // started, and its successors).
         if (poison) parent->cancelled.store(true, std::memory_order_relaxed);
         if (parent->alive.fetch_sub(kWeakUnit, std::memory_order_acq_rel) == kWeakUnit) todo.push_back(parent);
+      }
+    }
+    while (todo.size() == base && done_children.size() > done_base) {
+      Task* p = done_children.back();
+      done_children.pop_back();
+      if (p == w.counted_parent) {
+        if (++w.counted >= kCountBatch)
+          if (Task* q = take_counted(w)) todo.push_back(q);
+      } else {
+        if (w.counted)
+          if (Task* q = take_counted(w)) todo.push_back(q);
+        w.counted_parent = p;
+        w.counted = 1;
       }
     }
     if (todo.size() == base) break;

@@ -68,7 +68,8 @@ struct alignas(64) Worker {
 
   TaskBuffer scratch;       ///< candidate predecessors of the task being registered
   TaskBuffer weak_scratch;  ///< same, for a weak access's node
-  std::vector<Task*> completing;    ///< work list of complete()
+  std::vector<Task*> completing;          ///< work list of complete(): tasks and join nodes to complete
+  std::vector<Task*> completed_children;  ///< complete(): parents owed a finished child, applied after nodes
 
   Task* allocate() {
     if (!free_list) [[unlikely]]
