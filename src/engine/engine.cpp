@@ -293,7 +293,7 @@ void complete(Worker& w, Task* t) {
     }
     if (parent) {
       if (!(flags & kNode)) {
-        done_children.push_back(t->parent);  // decremented once the nodes readied above have completed
+        done_children.push_back(parent);  // decremented once the nodes readied above have completed
       } else if (flags & kWeakNode) {
         // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not
         // started, and its successors).
