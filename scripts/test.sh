@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# weft's test suite, start to finish:
+#   1. deps     scripts/install-deps.sh (installs only what is missing; nothing to do on a ready machine)
+#   2. release  configure + build the `release` preset, run every ctest test
+#   3. tsan     build the `tsan` preset (ThreadSanitizer), run the tests labelled `concurrency`
+#   4. asan     build the `asan` preset (AddressSanitizer + UBSan, leak checks on), run every test
+#   5. install  install build/release into a temporary prefix, build and run examples/consumer against it
+# Stops at the first failing stage (unless --keep-going).
+#
+#   bash scripts/test.sh [--quick] [--no-deps] [--keep-going] [--skip-tsan] [--skip-asan] [--skip-install]
+#     --quick         release stage only (2)
+#     --no-deps       do not run scripts/install-deps.sh
+#     --keep-going    run the later stages even after a failure (exit status 1 at the end all the same)
+#     -j N            build jobs (default: number of cores); ctest always runs -j2
+set -euo pipefail
+self=$(realpath "${BASH_SOURCE[0]}")
+cd "$(dirname "$self")/.."
+
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$self"; }
+
+do_deps=1 do_release=1 do_tsan=1 do_asan=1 do_install=1 keep_going=0
+jobs=$(nproc 2>/dev/null || echo 2)
+test_timeout=600  # seconds, for a test that sets no TIMEOUT of its own: a hang fails instead of stalling CI
+while (($#)); do
+  case "$1" in
+    --quick) do_tsan=0 do_asan=0 do_install=0 ;;
+    --no-deps) do_deps=0 ;;
+    --keep-going) keep_going=1 ;;
+    --skip-tsan) do_tsan=0 ;;
+    --skip-asan) do_asan=0 ;;
+    --skip-install) do_install=0 ;;
+    -j) shift; jobs=${1:?-j needs a number} ;;
+    -j*) jobs=${1#-j} ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "test.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+t_start=$SECONDS
+passed=0 failed=0
+summary=()
+
+# stage NAME COMMAND...: runs COMMAND, records its time; on failure prints which stage failed and exits.
+stage() {
+  local name=$1; shift
+  local t0=$SECONDS
+  echo
+  echo "==== test.sh: stage '$name' ===="
+  if "$@"; then
+    passed=$((passed + 1))
+    summary+=("$name ok ($((SECONDS - t0))s)")
+  else
+    local rc=$?
+    summary+=("$name FAILED ($((SECONDS - t0))s)")
+    failed=$((failed + 1))
+    echo
+    if ((keep_going)); then
+      echo "test.sh: FAILED at stage '$name' (exit status $rc); going on (--keep-going)."
+      return 0
+    fi
+    echo "test.sh: FAILED at stage '$name' (exit status $rc); stopping here."
+    echo "test.sh: stages: ${summary[*]}; total $((SECONDS - t_start))s"
+    echo "test.sh: $passed passed, $failed failed"
+    exit 1
+  fi
+}
+
+configure_build() {  # PRESET
+  cmake --preset "$1" && cmake --build --preset "$1" -j "$jobs"
+}
+
+run_ctest() {  # PRESET [ctest args...]: every test, or those the arguments select
+  local preset=$1; shift
+  ctest --test-dir "build/$preset" --output-on-failure -j2 --no-tests=error --timeout "$test_timeout" "$@"
+}
+
+release() {
+  configure_build release && run_ctest release
+}
+
+tsan() {
+  configure_build tsan || return
+  local -a prefix=()
+  # GCC 12's ThreadSanitizer cannot map its shadow memory with more than 28 bits of mmap randomisation:
+  # run without address-space randomisation there.
+  local bits
+  bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 0)
+  if ((bits > 28)) && setarch "$(uname -m)" -R true 2>/dev/null; then
+    echo "test.sh: vm.mmap_rnd_bits=$bits: running the TSan tests with ASLR disabled (setarch -R)"
+    prefix=(setarch "$(uname -m)" -R)
+  fi
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "${prefix[@]}" \
+    ctest --test-dir build/tsan --output-on-failure -j2 --no-tests=error --timeout "$test_timeout" -L concurrency
+}
+
+asan() {
+  configure_build asan || return
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    run_ctest asan
+}
+
+install_check() {
+  [[ -f build/release/cmake_install.cmake ]] || configure_build release || return
+  bash scripts/check-install.sh build/release
+}
+
+echo "test.sh: $(g++ --version | head -1); $(cmake --version | head -1); $jobs build jobs"
+if ((do_deps)); then stage deps bash scripts/install-deps.sh; fi
+if ((do_release)); then stage release release; fi
+if ((do_tsan)); then stage tsan tsan; fi
+if ((do_asan)); then stage asan asan; fi
+if ((do_install)); then stage install install_check; fi
+
+echo
+if ((failed)); then
+  echo "test.sh: FAILED: ${summary[*]}; total $((SECONDS - t_start))s"
+  echo "test.sh: $passed passed, $failed failed"
+  exit 1
+fi
+echo "test.sh: all stages passed: ${summary[*]}; total $((SECONDS - t_start))s"
+echo "test.sh: $passed passed, 0 failed"
