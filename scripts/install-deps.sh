@@ -10,10 +10,8 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build g++           # toolchain (GCC 12 ships the TSan/ASan/UBSan runtimes)
   googletest libgtest-dev                         # tests
-  libbenchmark-dev                                # bench/micro
   libtbb-dev clang-16 libomp-16-dev               # peers in the benchmarks (oneTBB, LLVM OpenMP)
-  valgrind libhwloc-dev libcli11-dev nlohmann-json3-dev
-  python3-numpy python3-matplotlib                # tools/ (plots)
+  valgrind                                        # instruction counts (bench/micro/callgrind.sh)
 )
 
 check_only=0
