@@ -1,0 +1,209 @@
+// Configuration: Options::from_environment, Options::validate, Runtime(Options) and Runtime() with bad
+// WEFT_* variables (exit status 2).
+#include <gtest/gtest.h>
+#include <weft/weft.hpp>
+
+#include <sched.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "../common/test_util.hpp"
+
+using namespace weft_test;
+
+namespace {
+
+const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR"};
+
+class Config : public testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kVars) ::unsetenv(v);
+  }
+  void TearDown() override {
+    for (const char* v : kVars) ::unsetenv(v);
+  }
+};
+
+// Expects from_environment() to throw config_error whose message names the variable.
+void expect_env_error(const char* var, const char* value) {
+  ::setenv(var, value, 1);
+  try {
+    weft::Options o = weft::Options::from_environment();
+    ADD_FAILURE() << var << "=" << value << " was accepted (num_threads=" << o.num_threads
+                  << ", max_tasks=" << o.max_tasks << ")";
+  } catch (const weft::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find(var), std::string::npos)
+        << var << "=" << value << ": message does not name the variable: " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << var << "=" << value << ": wrong exception type: " << e.what();
+  }
+  ::unsetenv(var);
+}
+
+TEST_F(Config, ConfigErrorIsInvalidArgument) {
+  static_assert(std::is_base_of_v<std::invalid_argument, weft::config_error>);
+  weft::config_error e("x");
+  EXPECT_STREQ(e.what(), "x");
+}
+
+TEST_F(Config, DefaultsWhenUnset) {
+  weft::Options o = weft::Options::from_environment();
+  EXPECT_GE(o.num_threads, 1u);
+  EXPECT_LE(o.num_threads, weft::kMaxThreads);
+  // "all hardware threads": std::thread::hardware_concurrency(), or the CPUs this process may run on.
+  unsigned hw = std::thread::hardware_concurrency();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  unsigned affinity = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : hw;
+  if (hw != 0 && hw <= weft::kMaxThreads) {
+    EXPECT_TRUE(o.num_threads == hw || o.num_threads == affinity)
+        << "default num_threads " << o.num_threads << ", hardware threads " << hw << ", affinity " << affinity;
+  }
+  EXPECT_FALSE(o.bind_to_cores);
+  EXPECT_EQ(o.max_tasks, weft::kDefaultMaxTasks);
+  EXPECT_TRUE(o.immediate_successor);
+  EXPECT_NO_THROW(o.validate());
+}
+
+TEST_F(Config, ValidValuesAreRead) {
+  ::setenv("WEFT_NUM_THREADS", "3", 1);
+  ::setenv("WEFT_BIND", "cores", 1);
+  ::setenv("WEFT_MAX_TASKS", "100", 1);
+  ::setenv("WEFT_IMMEDIATE_SUCCESSOR", "0", 1);
+  weft::Options o = weft::Options::from_environment();
+  EXPECT_EQ(o.num_threads, 3u);
+  EXPECT_TRUE(o.bind_to_cores);
+  EXPECT_EQ(o.max_tasks, 100u);
+  EXPECT_FALSE(o.immediate_successor);
+
+  ::setenv("WEFT_BIND", "none", 1);
+  ::setenv("WEFT_IMMEDIATE_SUCCESSOR", "1", 1);
+  ::setenv("WEFT_NUM_THREADS", "1", 1);
+  o = weft::Options::from_environment();
+  EXPECT_FALSE(o.bind_to_cores);
+  EXPECT_TRUE(o.immediate_successor);
+  EXPECT_EQ(o.num_threads, 1u);
+}
+
+TEST_F(Config, BoundaryValuesAccepted) {
+  ::setenv("WEFT_NUM_THREADS", std::to_string(weft::kMaxThreads).c_str(), 1);
+  ::setenv("WEFT_MAX_TASKS", std::to_string(weft::kMaxMaxTasks).c_str(), 1);
+  weft::Options o = weft::Options::from_environment();
+  EXPECT_EQ(o.num_threads, weft::kMaxThreads);
+  EXPECT_EQ(o.max_tasks, weft::kMaxMaxTasks);
+  ::setenv("WEFT_MAX_TASKS", "1", 1);
+  o = weft::Options::from_environment();
+  EXPECT_EQ(o.max_tasks, 1u);
+}
+
+TEST_F(Config, BadNumThreads) {
+  expect_env_error("WEFT_NUM_THREADS", "abc");
+  expect_env_error("WEFT_NUM_THREADS", "0");
+  expect_env_error("WEFT_NUM_THREADS", "-3");
+  expect_env_error("WEFT_NUM_THREADS", "99999999");
+  expect_env_error("WEFT_NUM_THREADS", "99999999999999999999999");
+  expect_env_error("WEFT_NUM_THREADS", std::to_string(weft::kMaxThreads + 1).c_str());
+  expect_env_error("WEFT_NUM_THREADS", "4x");
+  expect_env_error("WEFT_NUM_THREADS", "2.5");
+}
+
+TEST_F(Config, BadMaxTasks) {
+  expect_env_error("WEFT_MAX_TASKS", "0");
+  expect_env_error("WEFT_MAX_TASKS", "-1");
+  expect_env_error("WEFT_MAX_TASKS", "lots");
+  expect_env_error("WEFT_MAX_TASKS", std::to_string(weft::kMaxMaxTasks + 1).c_str());
+}
+
+TEST_F(Config, BadBind) {
+  expect_env_error("WEFT_BIND", "banana");
+  expect_env_error("WEFT_BIND", "2");
+}
+
+TEST_F(Config, BadImmediateSuccessor) {
+  expect_env_error("WEFT_IMMEDIATE_SUCCESSOR", "2");
+  expect_env_error("WEFT_IMMEDIATE_SUCCESSOR", "yes please");
+}
+
+TEST_F(Config, ValidateRejectsOutOfRange) {
+  weft::Options o;
+  EXPECT_NO_THROW(o.validate());
+  o.num_threads = 0;
+  EXPECT_THROW(o.validate(), weft::config_error);
+  o.num_threads = weft::kMaxThreads + 1;
+  EXPECT_THROW(o.validate(), weft::config_error);
+  o.num_threads = weft::kMaxThreads;
+  EXPECT_NO_THROW(o.validate());
+  o = weft::Options{};
+  o.max_tasks = 0;
+  EXPECT_THROW(o.validate(), weft::config_error);
+  o.max_tasks = weft::kMaxMaxTasks + 1;
+  EXPECT_THROW(o.validate(), weft::config_error);
+  o.max_tasks = weft::kMaxMaxTasks;
+  EXPECT_NO_THROW(o.validate());
+}
+
+TEST_F(Config, RuntimeWithInvalidOptionsThrows) {
+  weft::Options o;
+  o.num_threads = 0;
+  EXPECT_THROW(weft::Runtime rt(o), weft::config_error);
+  o = weft::Options{};
+  o.max_tasks = 0;
+  EXPECT_THROW(weft::Runtime rt(o), weft::config_error);
+}
+
+TEST_F(Config, RuntimeOptionsReflectConstruction) {
+  weft::Options o = opts(3, 77, false);
+  weft::Runtime rt(o);
+  EXPECT_EQ(rt.num_workers(), 3u);
+  EXPECT_EQ(rt.options().num_threads, 3u);
+  EXPECT_EQ(rt.options().max_tasks, 77u);
+  EXPECT_FALSE(rt.options().immediate_successor);
+}
+
+TEST_F(Config, DefaultRuntimeReadsEnvironment) {
+  ::setenv("WEFT_NUM_THREADS", "2", 1);
+  ::setenv("WEFT_MAX_TASKS", "50", 1);
+  weft::Runtime rt;
+  EXPECT_EQ(rt.num_workers(), 2u);
+  EXPECT_EQ(rt.options().max_tasks, 50u);
+  int x = 0;
+  rt.run([&](weft::Context& cx) { cx.spawn([&] { x = 1; }, weft::out(x)); });
+  EXPECT_EQ(x, 1);
+}
+
+using ConfigDeathTest = Config;
+
+TEST_F(ConfigDeathTest, DefaultRuntimeExitsWithStatus2OnBadNumThreads) {
+  EXPECT_EXIT(
+      {
+        ::setenv("WEFT_NUM_THREADS", "abc", 1);
+        weft::Runtime rt;
+        std::exit(0);
+      },
+      testing::ExitedWithCode(2), "WEFT_NUM_THREADS");
+}
+
+TEST_F(ConfigDeathTest, DefaultRuntimeExitsWithStatus2OnBadBind) {
+  EXPECT_EXIT(
+      {
+        ::setenv("WEFT_BIND", "banana", 1);
+        weft::Runtime rt;
+        std::exit(0);
+      },
+      testing::ExitedWithCode(2), "WEFT_BIND");
+}
+
+TEST_F(ConfigDeathTest, DefaultRuntimeExitsWithStatus2OnBadMaxTasks) {
+  EXPECT_EXIT(
+      {
+        ::setenv("WEFT_MAX_TASKS", "0", 1);
+        weft::Runtime rt;
+        std::exit(0);
+      },
+      testing::ExitedWithCode(2), "WEFT_MAX_TASKS");
+}
+
+}  // namespace
