@@ -195,6 +195,7 @@ Task* find_work(Worker& w) {
       if (!t) t = v.deque.steal();
       if (t) {
         ++w.counters.tasks_stolen;
+        if (v.deque.maybe_nonempty()) w.engine->wake_one();  // more where that came from: wake a helper
         return t;
       }
     }
@@ -204,10 +205,12 @@ Task* find_work(Worker& w) {
 
 void idle_backoff(Worker& w) {
   if (w.counted) flush_completions(w);
+  // Spin (polling the queues) for some tens of microseconds, then yield, then sleep: a worker that finds no
+  // work between the tasks of a busy program stays responsive, an idle one stops burning its core.
   unsigned r = ++w.idle_rounds;
-  if (r < 64) {
-    for (int i = 0; i < 32; ++i) WEFT_PAUSE();
-  } else if (r < 128) {
+  if (r < 256) {
+    for (int i = 0; i < 64; ++i) WEFT_PAUSE();
+  } else if (r < 512) {
     std::this_thread::yield();
   } else {
     // Sleep until a push wakes us or a short timeout passes (a wake-up racing with going to sleep is then
@@ -217,6 +220,7 @@ void idle_backoff(Worker& w) {
     e.sleepers.fetch_add(1, std::memory_order_relaxed);
     e.sleep_cv.wait_for(lk, std::chrono::microseconds(200));
     e.sleepers.fetch_sub(1, std::memory_order_relaxed);
+    e.waking.store(false, std::memory_order_relaxed);
   }
 }
 

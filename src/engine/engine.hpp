@@ -100,9 +100,15 @@ class Engine {
   std::condition_variable sleep_cv;
   std::mutex error_mutex;
 
+  /// Wakes one sleeping worker, if any. At most one wake-up is in flight at a time (`waking`), so a producer
+  /// pushing many tasks makes one system call, not one per task; a woken worker that finds work wakes the
+  /// next (see find_work), so wake-ups cascade as fast as work appears.
   void wake_one() {
-    if (sleepers.load(std::memory_order_relaxed) > 0) sleep_cv.notify_one();
+    if (sleepers.load(std::memory_order_relaxed) > 0 && !waking.load(std::memory_order_relaxed) &&
+        !waking.exchange(true, std::memory_order_acq_rel))
+      sleep_cv.notify_one();
   }
+  std::atomic<bool> waking{false};
 
  private:
   void worker_main(unsigned id);
