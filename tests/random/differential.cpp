@@ -17,14 +17,17 @@
 //     (taskwait in weak tasks is a documented limitation); it has at most 3 children, so throttling never
 //     triggers in it either (the smallest max_tasks used is 4);
 //   * other parents interleave spawns with taskwait (then they re-read every variable they may read and
-//     rewrite every variable they may write) and taskwait_on(v) (then they re-read v if they may read it).
-// Each run compares every task's recorded reads, the final variable values, that each task ran once,
+//     rewrite every variable they may write) and taskwait_on(v) (then they re-read v if they may read it);
+//   * accesses are sometimes declared as several clauses that merge (in+out, a duplicate) or as a region
+//     starting at the variable; tasks get random priorities and labels.
+// Each program runs on 4 runtimes: 1 worker; 2 workers; 3 workers with max_tasks = 4 (throttling);
+// 4 workers without immediate successor. Each run compares every task's recorded reads, the final variable values, that each task ran once,
 // commutative exclusion and the task counters of Stats.
 //
 // Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_DIFF_SEED=<seed> WEFT_DIFF_KIND=<kind>
 // reruns one program verbosely (test Differential.Single); WEFT_DIFF_PROGRAMS overrides the count;
 // WEFT_DIFF_HANG_SECONDS (default 20, 60 under sanitizers) is how long one program may make no progress
-// before the test prints its seed and aborts.
+// before the test prints its seed and aborts. To shrink a failing program: random/minimize.py.
 #include <gtest/gtest.h>
 #include <weft/weft.hpp>
 

@@ -31,11 +31,17 @@ def run(red):
     return r.returncode != 0, r.stdout + r.stderr
 
 
+current_text = None
+
+
 def fails(red):
-    for _ in range(TRIES):
+    """True if the program reduced by `red` differs from the current one and still fails."""
+    for i in range(TRIES):
         bad, out = run(red)
+        if i == 0 and current_text is not None and program_text(out) == current_text:
+            return False, out  # the reduction changed nothing (already applied, or not applicable)
         if bad:
-            print("  still fails with", {k: v for k, v in red.items() if v}, file=sys.stderr, flush=True)
+            print("  still fails:", " ".join(f"{k}={v}" for k, v in red.items() if v), file=sys.stderr, flush=True)
             return True, out
     return False, out
 
@@ -57,10 +63,12 @@ def add(key, item):
     return r
 
 
+current_text = program_text(out)
 for key in ("WEFT_DIFF_PLAIN", "WEFT_DIFF_NOPRIO"):
     r = dict(red, **{key: "1"})
-    if fails(r)[0]:
-        red = r
+    bad, out = fails(r)
+    if bad:
+        red, current_text = r, program_text(out)
 changed = True
 while changed:
     changed = False
@@ -69,21 +77,24 @@ while changed:
     tasks = [int(re.match(r"\s*T(\d+)", l).group(1)) for l in lines]
     for t in reversed(tasks[1:]):  # drop subtrees, leaves first
         r = add("WEFT_DIFF_DROP", str(t))
-        if fails(r)[0]:
-            red, changed = r, True
+        bad, out2 = fails(r)
+        if bad:
+            red, changed, current_text = r, True, program_text(out2)
     bad, out = run(red)
     for l in program_text(out):
         t = int(re.match(r"\s*T(\d+)", l).group(1))
         accs = re.findall(r"\(v(\d+)\)", l.split("|")[0])
         for v in accs:
             r = add("WEFT_DIFF_DROP_ACC", f"{t}:{v}")
-            if fails(r)[0]:
-                red, changed = r, True
+            bad, out2 = fails(r)
+            if bad:
+                red, changed, current_text = r, True, program_text(out2)
         nwaits = len(re.findall(r"taskwait", l.split("|")[1]))
         for k in reversed(range(nwaits)):
             r = add("WEFT_DIFF_DROP_WAIT", f"{t}:{k}")
-            if fails(r)[0]:
-                red, changed = r, True
+            bad, out2 = fails(r)
+            if bad:
+                red, changed, current_text = r, True, program_text(out2)
 
 bad, out = run(red)
 print("\n".join(l for l in out.splitlines() if not l.startswith("[")))
