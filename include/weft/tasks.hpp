@@ -37,9 +37,10 @@
 //   without one, the parent counts as failed and the exception moves up, finally out of Runtime::run.
 //   Later exceptions of the same parent are dropped (Stats::exceptions_dropped). The runtime stays usable.
 // * Waiting (taskwait, throttling) never blocks a worker: it runs other ready tasks meanwhile.
-//   Known limit: a task with weak accesses that calls taskwait, run inline on a worker that is itself waiting
-//   for that task's weak predecessor, can wait forever on one worker; avoid taskwait in weakly-accessing
-//   tasks (children already synchronise through their accesses).
+//   Known limit: a task with weak accesses that waits (taskwait, or throttling at Options::max_tasks
+//   children), run inline on a worker that is itself waiting for that task's weak predecessor, can wait
+//   forever on one worker; avoid waiting in weakly-accessing tasks (children already synchronise through
+//   their accesses).
 #pragma once
 
 #include <cstddef>
