@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <ctime>
 #include <thread>
+#include <vector>
 
 namespace wbench {
 
@@ -21,10 +22,27 @@ struct Result {
   long long want = 0;  ///< what it should have been
 };
 
+/// A kernel's result: its time and whether `got` (what it computed) equals `want`.
+inline Result checked(double seconds, long long got, long long want) { return {seconds, got == want, got, want}; }
+
 /// The counters the chain tasks update: one per address, each on its own cache line.
 struct alignas(64) Slot {
   long long v;
 };
+
+/// The chain's check: each of the first `deps` slots counted every one of the n tasks.
+inline Result chain_result(double seconds, const Slot* slots, int deps, long long n) {
+  for (int j = 0; j < deps; ++j)
+    if (slots[j].v != n) return checked(seconds, slots[j].v, n);
+  return checked(seconds, n, n);
+}
+
+/// The independent benchmark's check: every task set its byte.
+inline Result independent_result(double seconds, const std::vector<unsigned char>& done) {
+  long long got = 0;
+  for (unsigned char c : done) got += c;
+  return checked(seconds, got, static_cast<long long>(done.size()));
+}
 inline constexpr int kMaxDeps = 6;
 
 /// Busy-waits `cycles` TSC ticks (the tree leaves' work).

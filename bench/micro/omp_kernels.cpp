@@ -126,17 +126,7 @@ Result chain(int deps, long long n, ChainMode mode) {
     t1 = now_s();
     warn_team("chain (two threads, one asleep)", 2, team);
   }
-  Result r;
-  r.seconds = t1 - t0;
-  r.ok = true;
-  r.want = n;
-  r.got = n;
-  for (int j = 0; j < deps; ++j)
-    if (slots[j].v != n) {
-      r.ok = false;
-      r.got = slots[j].v;
-    }
-  return r;
+  return chain_result(t1 - t0, slots, deps, n);
 }
 
 Result tree(int height, std::uint64_t cycles, int workers) {
@@ -153,12 +143,7 @@ Result tree(int height, std::uint64_t cycles, int workers) {
   }
   const double t1 = now_s();
   warn_team("tree", workers, team);
-  Result r;
-  r.seconds = t1 - t0;
-  r.want = 1LL << height;
-  r.got = leaves;
-  r.ok = r.got == r.want;
-  return r;
+  return checked(t1 - t0, leaves, 1LL << height);
 }
 
 Result independent(long long n, int workers) {
@@ -178,12 +163,7 @@ Result independent(long long n, int workers) {
   }
   const double t1 = now_s();
   warn_team("independent", workers, team);
-  Result r;
-  r.seconds = t1 - t0;
-  r.want = n;
-  for (unsigned char c : done) r.got += c;
-  r.ok = r.got == r.want;
-  return r;
+  return independent_result(t1 - t0, done);
 }
 
 std::string describe() {

@@ -86,16 +86,8 @@ Result chain(int deps, long long n, long long block) {
     }
   });
   const double t1 = now_s();
-  Result r;
-  r.seconds = t1 - t0;
-  r.ok = deps >= 1 && deps <= kMaxDeps;
-  r.want = r.got = n;
-  for (int j = 0; j < deps && j < kMaxDeps; ++j)
-    if (slots[j].v != n) {
-      r.ok = false;
-      r.got = slots[j].v;
-    }
-  return r;
+  if (deps < 1 || deps > kMaxDeps) return checked(t1 - t0, deps, 1);  // unsupported count: fail the check
+  return chain_result(t1 - t0, slots, deps, n);
 }
 
 Result tree(int height, std::uint64_t cycles, int workers) {
@@ -108,12 +100,7 @@ Result tree(int height, std::uint64_t cycles, int workers) {
     g.wait();
   });
   const double t1 = now_s();
-  Result r;
-  r.seconds = t1 - t0;
-  r.want = 1LL << height;
-  r.got = leaves;
-  r.ok = r.got == r.want;
-  return r;
+  return checked(t1 - t0, leaves, 1LL << height);
 }
 
 Result independent(long long n, int workers) {
@@ -127,12 +114,7 @@ Result independent(long long n, int workers) {
     g.wait();
   });
   const double t1 = now_s();
-  Result r;
-  r.seconds = t1 - t0;
-  r.want = n;
-  for (unsigned char c : done) r.got += c;
-  r.ok = r.got == r.want;
-  return r;
+  return independent_result(t1 - t0, done);
 }
 
 std::string describe() {
