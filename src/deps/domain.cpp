@@ -339,7 +339,6 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
     delete[] t->weak;
     grown[t->n_weak++] = WeakLink{acc[i].address, node};
     t->weak = grown;
-    t->flags |= kHasWeak;
     // The node counts in t's `alive` until it finishes, so t completes only after its weak predecessors.
     t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
     if (link(w, node, wc.data(), wc.size())) {

@@ -512,11 +512,10 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   std::lock_guard<std::mutex> serial(run_mutex_);
   Worker& w = *workers[0];
   tls_worker = &w;
-  static bool bound_main = false;
-  if (options.bind_to_cores && !bound_main) {
-    bind_to_core(0);
-    bound_main = true;
-  }
+  // The caller is worker 0 for the run; with WEFT_BIND=cores it is pinned for the run only.
+  cpu_set_t caller_affinity;
+  const bool rebind = options.bind_to_cores && sched_getaffinity(0, sizeof(caller_affinity), &caller_affinity) == 0;
+  if (rebind) bind_to_core(0);
   {
     std::lock_guard<std::mutex> g(sleep_mutex);
     running_.store(true, std::memory_order_release);
@@ -547,6 +546,7 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   free_task(w, root);
   running_.store(false, std::memory_order_release);
   tls_worker = nullptr;
+  if (rebind) sched_setaffinity(0, sizeof(caller_affinity), &caller_affinity);
   if (body_error) std::rethrow_exception(body_error);
   if (child_error) std::rethrow_exception(child_error);
 }

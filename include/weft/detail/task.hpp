@@ -32,7 +32,6 @@ enum TaskFlags : std::uint8_t {
   kNode = 1,         ///< internal join node: no body, completes as soon as its predecessors have
   kWeakNode = 2,     ///< a node standing for a weak access of its parent (owned by the parent, not a domain)
   kHasComm = 4,      ///< holds commutative locks
-  kHasWeak = 8,      ///< has weak links for its children
 };
 
 inline constexpr std::size_t kInlineBody = 56;
@@ -51,7 +50,6 @@ struct alignas(64) Task {
   // --- set once at spawn ---
   Task* parent;
   std::int32_t priority;
-  std::uint32_t label_id;                 ///< reserved for the profiler
   const char* label;
   void (*invoke)(Task*, Context&);        ///< runs and destroys the body; null for internal nodes
   void (*destroy)(Task*);                 ///< destroys the body without running it
