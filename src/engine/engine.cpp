@@ -172,12 +172,7 @@ void free_children(Worker& w, Task* t) {
 // Scheduling
 // ---------------------------------------------------------------------------------------------------------
 
-Task* find_work(Worker& w) {
-  if (Task* t = w.next) {
-    w.next = nullptr;
-    ++w.counters.immediate_successor;
-    return t;
-  }
+Task* find_queued_work(Worker& w) {
   if (Task* t = w.prioritized.pop(1)) return t;
   if (Task* t = w.deque.pop()) return t;
   if (Task* t = w.prioritized.pop(INT32_MIN)) return t;
@@ -236,7 +231,7 @@ constexpr std::uint32_t kCountBatch = 64;
 
 // Offers a ready task to the worker: the best one becomes the immediate successor, the others are queued.
 inline void offer(Worker& w, Task* s, Task*& best) {
-  if (!w.engine->options.immediate_successor) {
+  if (!w.immediate_successor) {
     schedule(w, s);
   } else if (!best) {
     best = s;
@@ -255,6 +250,19 @@ inline Task* take_counted(Worker& w) {
   w.counted_parent = nullptr;
   w.counted = 0;
   return p->alive.fetch_sub(c, std::memory_order_acq_rel) == c ? p : nullptr;
+}
+
+// Counts a finished child of p in the worker's batch; a parent that this completes goes to `todo`.
+inline void count_finished_child(Worker& w, Task* p, std::vector<Task*>& todo) {
+  if (p == w.counted_parent) {
+    if (++w.counted >= kCountBatch)
+      if (Task* q = take_counted(w)) todo.push_back(q);
+  } else {
+    if (w.counted)
+      if (Task* q = take_counted(w)) todo.push_back(q);
+    w.counted_parent = p;
+    w.counted = 1;
+  }
 }
 
 // Completes tasks whose body (if any), children and weak nodes are all done; then, transitively, the join
@@ -297,7 +305,10 @@ void complete(Worker& w, Task* t) {
     }
     if (parent) {
       if (!(flags & kNode)) {
-        done_children.push_back(parent);  // decremented once the nodes readied above have completed
+        if (todo.size() == base && done_children.size() == done_base)
+          count_finished_child(w, parent, todo);  // no node readied: count it now
+        else
+          done_children.push_back(parent);  // counted once the nodes readied above have completed
       } else if (flags & kWeakNode) {
         // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not
         // started, and its successors).
@@ -308,15 +319,7 @@ void complete(Worker& w, Task* t) {
     while (todo.size() == base && done_children.size() > done_base) {
       Task* p = done_children.back();
       done_children.pop_back();
-      if (p == w.counted_parent) {
-        if (++w.counted >= kCountBatch)
-          if (Task* q = take_counted(w)) todo.push_back(q);
-      } else {
-        if (w.counted)
-          if (Task* q = take_counted(w)) todo.push_back(q);
-        w.counted_parent = p;
-        w.counted = 1;
-      }
+      count_finished_child(w, p, todo);
     }
     if (todo.size() == base) break;
     t = todo.back();
@@ -452,7 +455,10 @@ void free_large_body(void* p, std::size_t, std::size_t align) { ::operator delet
 
 Engine::Engine(const Options& o) : options(o) {
   options.validate();
-  for (unsigned i = 0; i < options.num_threads; ++i) workers.push_back(std::make_unique<Worker>(*this, i));
+  for (unsigned i = 0; i < options.num_threads; ++i) {
+    workers.push_back(std::make_unique<Worker>(*this, i));
+    workers.back()->immediate_successor = options.immediate_successor;
+  }
   for (unsigned i = 1; i < options.num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
 }
 

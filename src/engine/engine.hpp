@@ -52,6 +52,7 @@ struct alignas(64) Worker {
   StealDeque deque;
   PriorityQueue prioritized;
   Task* next = nullptr;  ///< immediate successor slot
+  bool immediate_successor = true;  ///< Options::immediate_successor, kept at hand
   /// Children finished here but not yet subtracted from their parent's `alive` (batched: one atomic per
   /// kCountBatch completions instead of one per child). Flushed when the parent changes, before any wait
   /// or idle period, and before running a task of another parent.
@@ -132,7 +133,16 @@ inline void schedule(Worker& w, Task* t) {
 }
 void free_task(Worker& w, Task* t);            ///< return t (and what hangs off it) to its owner's pool
 void retire(Task* producer, Task* t);          ///< t is no longer named by a record of producer's domain
-Task* find_work(Worker& w);
+Task* find_queued_work(Worker& w);  ///< own queues by priority, then stealing
+/// The next task for w: its immediate successor, else queued work.
+inline Task* find_work(Worker& w) {
+  if (Task* t = w.next) {
+    w.next = nullptr;
+    ++w.counters.immediate_successor;
+    return t;
+  }
+  return find_queued_work(w);
+}
 void run_task(Worker& w, Task* t);
 void idle_backoff(Worker& w);
 /// Conditions waited on count this worker's batched completions themselves (see unfinished_children);
