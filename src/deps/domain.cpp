@@ -115,6 +115,37 @@ inline void release(Task* producer, Task* t) {
 
 // Links `target` after the candidate predecessors in `cands` (consumed). Returns true if target is ready
 // (no unfinished predecessor). Must run before target is visible to any other thread.
+// link() for exactly one candidate (the hot path of a task with one access): no buffer, no loops, and a push
+// that fails needs no atomic on the pending count, since no other predecessor can touch it.
+[[gnu::always_inline]] inline bool link_one(Worker& w, Task* target, Task* p) {
+  Counters& c = w.counters;
+  target->pending.store(0, std::memory_order_relaxed);
+  target->n_edges = 0;
+  if (!p || p == target) return true;
+  p->mark = target;
+  std::uintptr_t head = p->succ_head.load(std::memory_order_acquire);
+  if (head != kClosed) {
+    if (p->joined > 1) c.edges_saved_inoutset += p->joined - 1;
+    target->pending.store(1, std::memory_order_relaxed);
+    target->n_edges = 1;
+    EdgeNode* e = &target->edges[0];
+    e->succ = target;
+    do {
+      e->next = reinterpret_cast<EdgeNode*>(head);
+      if (p->succ_head.compare_exchange_weak(head, reinterpret_cast<std::uintptr_t>(e), std::memory_order_release,
+                                             std::memory_order_acquire)) {
+        ++c.edges_created;
+        return false;
+      }
+    } while (head != kClosed);
+    target->pending.store(0, std::memory_order_relaxed);  // finished meanwhile: nobody saw the edge
+    target->n_edges = 0;
+  }
+  ++c.edges_pruned_finished;
+  if (poisoned(p)) target->cancelled.store(true, std::memory_order_relaxed);
+  return true;
+}
+
 [[gnu::always_inline]] inline bool link(Worker& w, Task* target, Task** cands, std::size_t k) {
   Counters& c = w.counters;
   std::size_t m = 0;
@@ -308,6 +339,24 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
   }
   if (!parent->domain) parent->domain = new Domain;
   Domain& d = *parent->domain;
+
+  // Hot path: one strong in/out/inout access that waits for at most one task (the last writer).
+  if (n == 1 && !parent->weak && acc[0].mode <= AccessMode::inout) {
+    bool created;
+    Record& r = d.get(acc[0].address, created);
+    if (r.group == kNoGroup) {
+      Task* pred = r.writer;
+      if (acc[0].mode == AccessMode::in) {
+        r.readers.push_back(t);
+        add_ref(t);
+        return link_one(w, t, pred);
+      }
+      if (r.readers.empty()) {
+        set_writer(parent, r, t);
+        return link_one(w, t, pred);  // pred stays valid: only this thread recycles it, and not before next spawn
+      }
+    }
+  }
 
   TaskBuffer& cands = w.scratch;
   cands.clear();
