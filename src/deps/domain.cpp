@@ -100,7 +100,6 @@ struct Domain {
 
 namespace {
 
-inline bool finished(const Task* t) { return t->succ_head.load(std::memory_order_acquire) == kClosed; }
 
 // Weak nodes are owned by the task whose weak access they stand for and freed with it: records name them
 // without counting.

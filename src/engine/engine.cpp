@@ -128,7 +128,6 @@ void retire(Task* producer, Task* t) {
 }
 
 namespace {
-inline bool finished(const Task* t) { return t->succ_head.load(std::memory_order_acquire) == kClosed; }
 
 // Frees finished retired children: the oldest first (cheap, and enough when children finish in order), and the
 // whole list when it has grown well beyond the throttling bound (children finishing out of order).

@@ -182,6 +182,9 @@ void destroy_weak_links(Worker& w, Task* t);
 bool acquire_commutative(Worker& w, Task* t);
 void release_commutative(Worker& w, Task* t);
 
+/// The task has completed (its successor list is closed). Acquire: its effects are visible to the caller.
+inline bool finished(const Task* t) { return t->succ_head.load(std::memory_order_acquire) == kClosed; }
+
 /// The task failed or was cancelled: its successors are cancelled.
 inline bool poisoned(const Task* t) { return t->cancelled.load(std::memory_order_relaxed); }
 
