@@ -12,6 +12,7 @@ PACKAGES=(
   googletest libgtest-dev                         # tests
   libtbb-dev clang-16 libomp-16-dev               # peers in the benchmarks (oneTBB, LLVM OpenMP)
   valgrind                                        # instruction counts (bench/micro/callgrind.sh)
+  python3 python3-numpy python3-matplotlib       # the METG tool (tools/metg): computation and plots
 )
 
 check_only=0

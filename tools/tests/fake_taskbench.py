@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""A stand-in for a taskbench-<system> executable, for testing tools/metg without building anything.
+
+It accepts the flags tools/metg passes (-steps -width -type -radix -kernel -iter -and -workers), prints the
+configuration and summary blocks in Task Bench's formats, and reports a synthetic elapsed time from a cost model
+instead of running anything:
+
+    elapsed = sum over tasks of (iter x ITER_SECONDS x slowdown + overhead) / workers
+
+with (overhead, slowdown) chosen by the system name: FAKE_TASKBENCH_SYSTEM if set (the tests' wrapper scripts set
+it), else the executable's name after "taskbench-". model_elapsed() is imported by the tests to compute the
+expected METG.
+
+Behaviour switches, by system name:
+  broken   fails validation (exit 1, message on stderr) when -iter < 4
+  hang     sleeps for an hour (to test timeouts)
+  garbled  prints a malformed Elapsed Time line
+  serial   rejects -workers other than 1 (exit 2), like the real one
+  mpi      takes its rank count from FAKE_MPI_RANKS (set by fake_mpirun.py), rejects -workers; checks that the
+           OpenMPI root variables are set
+"""
+
+import os
+import sys
+import time
+
+ITER_SECONDS = 2.5e-9  # one compute_bound iteration (128 FLOPs) at ~51 GFLOP/s per core
+# system -> (per-task overhead in seconds, kernel slowdown factor)
+MODEL = {
+    "serial": (0.02e-6, 1.0),
+    "mpi": (0.2e-6, 1.0),
+    "weft": (0.3e-6, 1.0),
+    "omp-task-gcc": (1.5e-6, 1.0),
+    "halfpeak": (0.5e-6, 2.0),  # never gets past half the peak: no METG(50%) when it is strictly below
+    "broken": (0.3e-6, 1.0),
+    "hang": (0.3e-6, 1.0),
+    "garbled": (0.3e-6, 1.0),
+}
+
+
+def flops_per_task(kernel, iterations):
+    if kernel == "compute_bound":
+        return 2 * 64 * iterations + 64
+    if kernel == "compute_bound2":
+        return 2 * 32 * iterations
+    return 0
+
+
+def width_at(kind, width, steps, t):
+    if kind == "dom":
+        return min(width, t + 1, steps - t)
+    if kind == "tree":
+        return min(width, 2 ** min(t, 62))
+    return width
+
+
+def model_elapsed(system, tasks, iterations, workers):
+    overhead, slowdown = MODEL[system]
+    return tasks * (iterations * ITER_SECONDS * slowdown + overhead) / workers
+
+
+def fail(message, status=2):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+def parse(argv):
+    graphs, graph, workers = [], None, None
+
+    def new_graph():
+        return {"steps": 4, "width": 4, "type": "trivial", "radix": 3, "kernel": "empty", "iter": 0}
+
+    graph = new_graph()
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        if flag == "-and":
+            graphs.append(graph)
+            graph = new_graph()
+            i += 1
+            continue
+        if flag in ("-steps", "-width", "-radix", "-iter", "-workers", "-type", "-kernel"):
+            if i + 1 >= len(argv):
+                fail(f"{flag} needs a value")
+            value = argv[i + 1]
+            if flag in ("-type", "-kernel"):
+                graph[flag[1:]] = value
+            else:
+                try:
+                    number = int(value)
+                except ValueError:
+                    fail(f"{flag} {value}: not an integer")
+                if number < 0 or (number == 0 and flag in ("-steps", "-width", "-workers")):
+                    fail(f"{flag} {value}: out of range")
+                if flag == "-workers":
+                    workers = number
+                else:
+                    graph[flag[1:]] = number
+            i += 2
+            continue
+        fail(f"unknown flag '{flag}'")
+    graphs.append(graph)
+    return graphs, workers
+
+
+def main():
+    system = os.environ.get("FAKE_TASKBENCH_SYSTEM") or os.path.basename(sys.argv[0]).removeprefix("taskbench-")
+    if system not in MODEL:
+        fail(f"the fake has no model for system '{system}'")
+    graphs, workers = parse(sys.argv[1:])
+    if system == "mpi":
+        if workers not in (None, 1):
+            fail("-workers: MPI ranks come from mpirun")
+        if os.environ.get("OMPI_ALLOW_RUN_AS_ROOT") != "1" or os.environ.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") != "1":
+            fail("OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) not set", 1)
+        workers = int(os.environ.get("FAKE_MPI_RANKS", "0"))
+        if workers <= 0:
+            fail("not started by mpirun (FAKE_MPI_RANKS unset)", 1)
+    elif workers is None:
+        workers = os.cpu_count() or 1
+    if system == "serial" and workers != 1:
+        fail("-workers: serial runs one worker only")
+
+    tasks = flops = 0
+    print("Running Task Benchmark")
+    for g in graphs:
+        if g["radix"] > g["width"] and g["type"] in ("nearest", "spread", "random_nearest"):
+            fail(f"-radix {g['radix']} larger than -width {g['width']}")
+        print(f"  Time Steps: {g['steps']}")
+        print(f"  Max Width: {g['width']}")
+        print(f"  Dependence Type: {g['type']}")
+        print(f"  Kernel: Type: {g['kernel']}, Iterations: {g['iter']}")
+        n = sum(width_at(g["type"], g["width"], g["steps"], t) for t in range(g["steps"]))
+        tasks += n
+        flops += n * flops_per_task(g["kernel"], g["iter"])
+    iterations = graphs[0]["iter"]
+
+    if system == "hang":
+        time.sleep(3600)
+    if system == "broken" and iterations < 4:
+        print("error: graph 0, task (3, 1): input 0 expected (2, 0) received (2, 1)", file=sys.stderr)
+        sys.exit(1)
+
+    elapsed = model_elapsed(system, tasks, iterations, workers)
+    print(f"Total Tasks {tasks}")
+    print(f"Total Dependencies {3 * tasks}")
+    print("  Unable to estimate local/nonlocal dependencies")
+    print(f"Total FLOPs {flops}")
+    print("Total Bytes 0")
+    if system == "garbled":
+        print(f"Elapsed Time {elapsed} s")
+    else:
+        print(f"Elapsed Time {elapsed:e} seconds")
+    print(f"FLOP/s {flops / elapsed:e}")
+    print(f"B/s {0.0:e}")
+    print("Transfer (estimated):")
+    print("  Unable to estimate local/nonlocal transfer")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Task Bench executables: their summary block, their names and how each kind of system is launched.
+
+The summary formats are those of bench/taskbench (printf "%lld" and "%e"), so a line that does not match them
+byte for byte is reported as malformed rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import shlex
+
+# Systems in the order tables and plots list them; executables found in a build directory but not listed here
+# come after these, alphabetically.
+KNOWN_SYSTEMS = (
+    "weft", "weft-taskiter", "weft-flow", "serial", "mpi",
+    "omp-for-gcc", "omp-task-gcc", "omp-for-clang", "omp-task-clang", "tbb",
+)
+EXECUTABLE_PREFIX = "taskbench-"
+
+# Environment OpenMPI needs to start as root (containers, CI); harmless otherwise.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+class SummaryError(ValueError):
+    """The output of a run has no well-formed summary block."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    tasks: int
+    dependencies: int
+    flops: int
+    bytes: int
+    elapsed: float  # seconds
+    flop_rate: float  # FLOP/s
+    byte_rate: float  # B/s
+
+
+_INT = r"(-?[0-9]+)"
+# printf %e: d.dddddde+XX (at least two exponent digits); inf/nan are what glibc prints for a zero elapsed time.
+_FLOAT = r"(-?[0-9]\.[0-9]{6}e[+-][0-9]{2,}|-?inf|nan)"
+_FIELDS = (
+    # (field, line label, regex of the whole line, conversion of its value)
+    ("tasks", "Total Tasks", re.compile(r"Total Tasks " + _INT), int),
+    ("dependencies", "Total Dependencies", re.compile(r"Total Dependencies " + _INT), int),
+    ("flops", "Total FLOPs", re.compile(r"Total FLOPs " + _INT), int),
+    ("bytes", "Total Bytes", re.compile(r"Total Bytes " + _INT), int),
+    ("elapsed", "Elapsed Time", re.compile(r"Elapsed Time " + _FLOAT + r" seconds"), float),
+    ("flop_rate", "FLOP/s", re.compile(r"FLOP/s " + _FLOAT), float),
+    ("byte_rate", "B/s", re.compile(r"B/s " + _FLOAT), float),
+)
+
+
+def parse_summary(text: str) -> Summary:
+    """Parses the summary block of a Task Bench run (spec section 5) out of its whole standard output.
+
+    Raises SummaryError naming the line when a summary line is missing, repeated, malformed or inconsistent.
+    """
+    values = {}
+    for line in text.splitlines():
+        for field, label, pattern, convert in _FIELDS:
+            # A label followed by a space or the end of the line is one of ours ("FLOP/s" is not "FLOP/sec").
+            if line != label and not line.startswith(label + " "):
+                continue
+            m = pattern.fullmatch(line)
+            if not m:
+                raise SummaryError(f"malformed summary line {line!r} (expected the format of '{label}')")
+            if field in values:
+                raise SummaryError(f"summary line '{label}' appears more than once")
+            values[field] = convert(m.group(1))
+    missing = [label for field, label, _, _ in _FIELDS if field not in values]
+    if missing:
+        raise SummaryError("no summary line " + ", ".join(f"'{m}'" for m in missing) + " in the output")
+    s = Summary(**values)
+    if s.tasks <= 0:
+        raise SummaryError(f"Total Tasks is {s.tasks}: the run executed no task")
+    if s.flops < 0 or s.bytes < 0 or s.dependencies < 0:
+        raise SummaryError("negative Total FLOPs, Total Bytes or Total Dependencies")
+    if not (math.isfinite(s.elapsed) and s.elapsed > 0):
+        raise SummaryError(f"Elapsed Time is {s.elapsed}: the timer did not measure the run")
+    # The rates are printed from the unrounded elapsed time; %e keeps 7 significant digits, so they agree with
+    # the totals to about 1e-6. A larger gap means the implementation reports inconsistent numbers.
+    for total, rate, label in ((s.flops, s.flop_rate, "FLOP/s"), (s.bytes, s.byte_rate, "B/s")):
+        expected = total / s.elapsed
+        if not math.isclose(rate, expected, rel_tol=1e-5, abs_tol=1e-300):
+            raise SummaryError(f"{label} {rate:e} disagrees with the totals ({expected:e} = total / elapsed)")
+    return s
+
+
+# --- systems ------------------------------------------------------------------------------------------------
+
+def system_kind(name: str) -> str:
+    """'mpi' (ranks started by mpirun), 'serial' (one core only) or 'threads' (-workers N)."""
+    if name == "mpi" or name.startswith("mpi-"):
+        return "mpi"
+    if name == "serial":
+        return "serial"
+    return "threads"
+
+
+def executable(bin_dir: str, name: str) -> str:
+    return os.path.join(bin_dir, EXECUTABLE_PREFIX + name)
+
+
+def is_runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def discover_systems(bin_dir: str) -> list[str]:
+    """The systems whose taskbench-<system> executable is in bin_dir, in KNOWN_SYSTEMS order then by name."""
+    try:
+        entries = os.listdir(bin_dir)
+    except OSError:
+        return []
+    found = [e[len(EXECUTABLE_PREFIX):] for e in entries
+             if e.startswith(EXECUTABLE_PREFIX) and len(e) > len(EXECUTABLE_PREFIX)
+             and is_runnable(os.path.join(bin_dir, e))]
+    return order_systems(found)
+
+
+def order_systems(names) -> list[str]:
+    rank = {n: i for i, n in enumerate(KNOWN_SYSTEMS)}
+    return sorted(set(names), key=lambda n: (rank.get(n, len(rank)), n))
+
+
+@dataclasses.dataclass(frozen=True)
+class Pattern:
+    """The graph(s) every run executes; only -iter and the width (cores x width_per_core) vary in a sweep."""
+    type: str = "stencil_1d"
+    steps: int = 1000
+    width_per_core: int = 1
+    kernel: str = "compute_bound"
+    radix: int | None = None
+    graphs: int = 1
+    extra: tuple[str, ...] = ()  # further flags, added to every graph
+
+    def graph_flags(self, width: int, iterations: int) -> list[str]:
+        one = ["-steps", str(self.steps), "-width", str(width), "-type", self.type]
+        if self.radix is not None:
+            one += ["-radix", str(self.radix)]
+        one += ["-kernel", self.kernel, "-iter", str(iterations), *self.extra]
+        flags = list(one)
+        for _ in range(self.graphs - 1):
+            flags += ["-and", *one]
+        return flags
+
+    def describe(self) -> str:
+        parts = [self.type]
+        if self.radix is not None:
+            parts.append(f"radix {self.radix}")
+        parts += [f"{self.steps} steps", f"width {self.width_per_core}/core", self.kernel]
+        if self.graphs > 1:
+            parts.append(f"{self.graphs} graphs")
+        if self.extra:
+            parts.append(" ".join(self.extra))
+        return ", ".join(parts)
+
+
+def command(bin_dir: str, system: str, cores: int, pattern: Pattern, iterations: int,
+            mpirun: tuple[str, ...] = ("mpirun",)) -> tuple[list[str], dict[str, str]]:
+    """The command line (argv) and the extra environment of one run of `system` on `cores` cores."""
+    exe = executable(bin_dir, system)
+    flags = pattern.graph_flags(cores * pattern.width_per_core, iterations)
+    kind = system_kind(system)
+    if kind == "mpi":
+        # One rank per core; --oversubscribe so that asking for more ranks than OpenMPI counts slots still runs.
+        return [*mpirun, "-np", str(cores), "--oversubscribe", exe, *flags], dict(MPI_ENV)
+    if kind == "serial" and cores != 1:
+        raise ValueError("serial runs on one core only")
+    return [exe, *flags, "-workers", str(cores)], {}
+
+
+def format_command(argv: list[str], env: dict[str, str]) -> str:
+    """A shell line that reproduces the run."""
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    line = shlex.join(argv)
+    return f"{prefix} {line}" if prefix else line
