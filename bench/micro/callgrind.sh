@@ -8,7 +8,8 @@
 # (Ir(N2) - Ir(N1)) / (N2 - N1): the instructions per task, with start-up and tear-down costs cancelled.
 # BINARY defaults to $WEFT_BENCH_MICRO, else the first of build/release/bench/micro/weft-bench-micro (the
 # "release" preset) and build/bench/micro/weft-bench-micro under the repository root.
-# DEPS (environment, default 1): addresses each task accesses inout (1..6).
+# DEPS (environment, default 1): addresses each task accesses inout (1..6), or flows per task for SYSTEM=flow
+# (0..6). SYSTEM (environment, default weft): weft, flow or flow-copy (flow graphs, weft/flow.hpp).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,6 +27,7 @@ fi
 n1=${2:-200000}
 n2=${3:-400000}
 deps=${DEPS:-1}
+system=${SYSTEM:-weft}
 
 if ! command -v valgrind >/dev/null 2>&1; then
   echo "callgrind.sh: valgrind not found (Debian package: valgrind)" >&2
@@ -48,7 +50,7 @@ trap 'rm -rf "$tmp"' EXIT
 count() {
   local n=$1
   if ! valgrind --tool=callgrind --callgrind-out-file="$tmp/callgrind.$n" \
-      "$bin" --only=weft --bench=chain --deps="$deps" --tasks="$n" --reps=1 --no-warmup --no-quiesce \
+      "$bin" --only="$system" --bench=chain --deps="$deps" --tasks="$n" --reps=1 --no-warmup --no-quiesce \
       >"$tmp/stdout.$n" 2>"$tmp/stderr.$n"; then
     echo "callgrind.sh: the run with $n tasks failed:" >&2
     cat "$tmp/stdout.$n" "$tmp/stderr.$n" >&2
@@ -63,7 +65,7 @@ count() {
   echo "$ir"
 }
 
-echo "callgrind: weft chain, 1 worker, deps=$deps: $bin"
+echo "callgrind: $system chain, 1 worker, deps=$deps: $bin"
 ir1=$(count "$n1")
 echo "  $n1 tasks: $ir1 instructions"
 ir2=$(count "$n2")

@@ -7,13 +7,28 @@
 
 #include "common.hpp"
 
+namespace weft {
+class Runtime;
+}
+
 namespace wbench::weftk {
+/// The weft runtime with `workers` workers (other options from the WEFT_* environment variables), created on
+/// first use (outside the timed regions) and kept: its threads sleep between runs.
+weft::Runtime& runtime(int workers);
 /// Options::num_threads = 1 (other options from the WEFT_* environment variables).
 Result chain(int deps, long long n);
 Result tree(int height, std::uint64_t cycles, int workers);
 Result independent(long long n, int workers);
 std::string describe();
 }  // namespace wbench::weftk
+
+namespace wbench::flowk {
+/// weft flow graph: chain of n tasks, each receiving `flows` ints (0: a control edge) from its predecessor,
+/// sent as lvalues (`copy`) or rvalues; one worker.
+Result chain(int flows, long long n, bool copy);
+/// weft flow graph: binary tree, key k sends to 2k and 2k + 1; every task busy-waits `cycles` TSC ticks.
+Result tree(int height, std::uint64_t cycles, int workers);
+}  // namespace wbench::flowk
 
 namespace wbench::tbbk {
 /// A tbb::flow::graph of continue_nodes, one per task, each linked to the previous one by make_edge, run in a

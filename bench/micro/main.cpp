@@ -38,12 +38,14 @@ usage: weft-bench-micro [options]
 
   --quick              small sizes (for CI; well under a minute)
   --bench=LIST         chain,tree,independent (default: all)
-  --only=LIST          systems to run: weft,gomp,gomp-1t,libomp,libomp-1t,tbb (default: all available)
+  --only=LIST          systems to run: weft,gomp,gomp-1t,libomp,libomp-1t,tbb,flow,flow-copy (default: all
+                       available)
   --reps=R             repetitions per system (default 5); the table shows the median; the systems are
                        interleaved: repetition 1 of every system, then repetition 2, ...
   --csv=FILE           also write every measurement to FILE (CSV)
   --tasks=N            chain: tasks (default 1e6, --quick 1e5; the issue's size: --tasks=1e7)
-  --deps=LIST          chain: addresses each task accesses inout (default 1,2,4,6; 1..6)
+  --deps=LIST          chain: addresses each task accesses inout, = flows of an int for flow graphs
+                       (default 0,1,2,4,6; 0..6; 0: flow graphs only, a control edge)
   --tree=LIST          tree: CYCLES:HEIGHT pairs, every task busy-waits CYCLES TSC ticks, 2^HEIGHT leaves
                        (default 0:20,1000:17,10000:14,40000:12; --quick 0:14,1000:12,10000:9,40000:7)
   --independent-tasks=N  independent: tasks (default 1e6, --quick 1e5)
@@ -64,13 +66,15 @@ build of the same kernels, run as a subprocess (weft-bench-micro-libomp); tbb = 
 chain, OpenMP: "gomp"/"libomp" = team of 2 threads where thread 1 is held asleep on a condition variable
 (so one thread executes the tasks, but the runtime defers them); "-1t" = team of 1 thread.
 chain, TBB: a flow::graph of continue_nodes linked one after the other (built and run in blocks).
+flow, flow-copy: weft flow graphs (weft/flow.hpp), the TTG paper's Fig. 5 chain (each task sends D ints to the
+next key; flow moves them, flow-copy sends lvalues) and Fig. 6 tree (key k sends to 2k and 2k+1).
 Exit status: 0; 1 if a benchmark's result check failed or a peer failed; 2 for bad options; 3 if a run hung
 (--watchdog).
 )";
 
 enum class Bench { chain, tree, independent };
-enum Sys { kWeft, kGomp, kGomp1, kLibomp, kLibomp1, kTbb, kNumSys };
-const char* const kSysName[kNumSys] = {"weft", "gomp", "gomp-1t", "libomp", "libomp-1t", "tbb"};
+enum Sys { kWeft, kGomp, kGomp1, kLibomp, kLibomp1, kTbb, kFlow, kFlowCopy, kNumSys };
+const char* const kSysName[kNumSys] = {"weft", "gomp", "gomp-1t", "libomp", "libomp-1t", "tbb", "flow", "flow-copy"};
 
 struct Config {
   Bench bench = Bench::chain;
@@ -85,11 +89,11 @@ struct Config {
 struct Options {
   bool quick = false;
   bool bench[3] = {true, true, true};
-  bool only[kNumSys] = {true, true, true, true, true, true};
+  bool only[kNumSys] = {true, true, true, true, true, true, true, true};
   int reps = 5;
   std::string csv;
   long long chain_tasks = -1;
-  std::vector<int> deps{1, 2, 4, 6};
+  std::vector<int> deps{0, 1, 2, 4, 6};
   std::vector<std::pair<std::uint64_t, int>> tree;  // (cycles, height)
   long long independent_tasks = -1;
   std::vector<int> workers;
@@ -161,7 +165,8 @@ Options parse_args(int argc, char** argv) {
       for (const auto& s : split(val, ',')) {
         int k = 0;
         while (k < kNumSys && s != kSysName[k]) ++k;
-        if (k == kNumSys) usage_error("unknown system '" + s + "' (weft, gomp, gomp-1t, libomp, libomp-1t, tbb)");
+        if (k == kNumSys)
+          usage_error("unknown system '" + s + "' (weft, gomp, gomp-1t, libomp, libomp-1t, tbb, flow, flow-copy)");
         o.only[k] = true;
       }
     } else if (key == "--reps") {
@@ -178,7 +183,7 @@ Options parse_args(int argc, char** argv) {
       need_val();
       o.deps.clear();
       for (const auto& s : split(val, ',')) {
-        const long long d = parse_count(s, "--deps");
+        const long long d = s == "0" ? 0 : parse_count(s, "--deps");
         if (d > wbench::kMaxDeps) usage_error("--deps: at most 6 addresses");
         o.deps.push_back(int(d));
       }
@@ -374,8 +379,13 @@ struct Bencher {
   }
 
   bool applies(int s, Bench b) const {
-    if (s == kGomp1 || s == kLibomp1) return b == Bench::chain;
+    if (s == kGomp1 || s == kLibomp1 || s == kFlowCopy) return b == Bench::chain;
+    if (s == kFlow) return b != Bench::independent;
     return true;
+  }
+  // A chain without dependencies is no chain: D = 0 only for flow graphs (a control edge).
+  bool applies(int s, const Config& c) const {
+    return applies(s, c.bench) && (c.bench != Bench::chain || c.deps > 0 || s == kFlow || s == kFlowCopy);
   }
 
   Result run(int s, const Config& c) {
@@ -395,6 +405,8 @@ struct Bencher {
 #if WEFT_BENCH_HAVE_TBB
           case kTbb: return wbench::tbbk::chain(c.deps, c.n, opt.tbb_block);
 #endif
+          case kFlow: return wbench::flowk::chain(c.deps, c.n, false);
+          case kFlowCopy: return wbench::flowk::chain(c.deps, c.n, true);
         }
         break;
       case Bench::tree:
@@ -410,6 +422,7 @@ struct Bencher {
 #if WEFT_BENCH_HAVE_TBB
           case kTbb: return wbench::tbbk::tree(c.height, c.cycles, c.workers);
 #endif
+          case kFlow: return wbench::flowk::tree(c.height, c.cycles, c.workers);
         }
         break;
       case Bench::independent:
@@ -442,12 +455,15 @@ struct Bencher {
         case kGomp: case kLibomp: return "team of 2 threads, thread 1 held asleep";
         case kGomp1: case kLibomp1: return "team of 1 thread";
         case kTbb: return "flow::graph continue_node chain in blocks of " + std::to_string(opt.tbb_block) + ", arena(1)";
+        case kFlow: return "weft flow graph, values moved, Options::num_threads=1";
+        case kFlowCopy: return "weft flow graph, values copied, Options::num_threads=1";
       }
     }
     switch (s) {
       case kWeft: return "Options::num_threads=" + w;
       case kGomp: case kLibomp: return "parallel num_threads(" + w + ") + single";
       case kTbb: return "task_group in task_arena(" + w + ")";
+      case kFlow: return "weft flow graph, Options::num_threads=" + w;
     }
     return "";
   }
@@ -544,7 +560,7 @@ struct Bencher {
     set_current(c);
     Row row;
     for (int s = 0; s < kNumSys; ++s)
-      if (avail[s] && applies(s, c.bench)) row.systems.push_back(s);
+      if (avail[s] && applies(s, c)) row.systems.push_back(s);
     row.ns.resize(row.systems.size());
     if (opt.warmup)
       for (int s : row.systems) {
@@ -608,10 +624,13 @@ struct Bencher {
   std::string cell(int s, const Config& c, const Row& row, std::size_t k) const {
     char buf[96];
     const double weft_med = row.systems[0] == kWeft ? row.med[0] : NAN;
+    // Peers are compared with weft's dependency tasks; flow-copy with flow (when weft has no row: D = 0).
+    const double ref = std::isnan(weft_med) && s == kFlowCopy && k > 0 && row.systems[k - 1] == kFlow ? row.med[k - 1]
+                                                                                                        : weft_med;
     int n = std::snprintf(buf, sizeof buf, "%9.1f%s", row.med[k], capped(s, c) ? "*" : "");
     const char* pad = capped(s, c) ? "" : " ";
-    if (s != kWeft && !std::isnan(weft_med))
-      n += std::snprintf(buf + n, sizeof buf - n, "%s%7s", pad, (fmt_ratio(row.med[k] / weft_med)).c_str());
+    if (s != kWeft && !std::isnan(ref))
+      n += std::snprintf(buf + n, sizeof buf - n, "%s%7s", pad, (fmt_ratio(row.med[k] / ref)).c_str());
     else
       n += std::snprintf(buf + n, sizeof buf - n, "%s%7s", pad, "");
     if (c.bench == Bench::tree) {
@@ -653,7 +672,15 @@ struct Bencher {
                     c.tasks(), c.workers);
     else std::snprintf(buf, sizeof buf, " %9lld %7d", c.n, c.workers);
     std::string line = buf;
-    for (std::size_t k = 0; k < row.systems.size(); ++k) line += "  " + cell(row.systems[k], c, row, k);
+    std::size_t k = 0;
+    for (int s : columns(c.bench)) {
+      if (k < row.systems.size() && row.systems[k] == s) {
+        line += "  " + cell(s, c, row, k);
+        ++k;
+      } else {  // not applicable to this row (chain with D = 0)
+        line += "  " + std::string(c.bench == Bench::tree ? kCellW + 8 : kCellW, ' ');
+      }
+    }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);

@@ -9,7 +9,6 @@
 #include "kernels.hpp"
 
 namespace wbench::weftk {
-namespace {
 
 // One Runtime per worker count, created outside the timed region and kept (its threads sleep between runs).
 weft::Runtime& runtime(int workers) {
@@ -22,6 +21,8 @@ weft::Runtime& runtime(int workers) {
   }
   return *rt;
 }
+
+namespace {
 
 template <int K>
 inline void bump(Slot* s) {

@@ -334,8 +334,27 @@ void complete(Worker& w, Task* t) {
   }
 }
 
+// A detached (flow) task has no children and no successor list: it completes when its body returns; it is
+// counted in its anchor and its descriptor is recycled at once.
+void end_detached(Worker& w, Task* t) {
+  Task* const anchor = t->parent;
+  free_task(w, t);
+  std::vector<Task*>& todo = w.completing;
+  const std::size_t base = todo.size();
+  count_finished_child(w, anchor, todo);
+  if (todo.size() != base) {  // that completed a parent (the anchor, or the one counted before it)
+    Task* p = todo.back();
+    todo.pop_back();
+    complete(w, p);
+  }
+}
+
 // The body has returned: publish the children it spawned and complete the task if nothing else is pending.
 void end_body(Worker& w, Task* t) {
+  if (t->flags & kDetached) {
+    end_detached(w, t);
+    return;
+  }
   if (w.counted_parent == t) flush_completions(w);
   if (t->unpublished == 0 && t->alive.load(std::memory_order_acquire) == kAliveGuard) {
     complete(w, t);  // no child or weak node left: nobody else touches `alive`
@@ -442,6 +461,57 @@ void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const 
   if (t->record_refs == 0) retire(p, t);
   if (ready) schedule(w, t);
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Detached tasks (the flow front end; see detail/task.hpp)
+// ---------------------------------------------------------------------------------------------------------
+
+namespace {
+// Credits a worker takes from an anchor at once: a detached task's creation consumes one, its completion on
+// this worker gives one back (count_finished_child), so a worker that creates about as many tasks as it runs
+// touches the anchor's counter once per kCredit tasks. The anchor's `alive` stays >= its true count of
+// unfinished children: it cannot reach zero while a worker still holds credits (returned when it idles).
+constexpr std::uint32_t kCredit = 32;
+}  // namespace
+
+Task* detached_allocate(Task* anchor, const char* label, std::int32_t priority) {
+  Worker& w = *tls_worker;
+  Task* t = w.allocate();
+  init_task(w, t, anchor);
+  t->flags = kDetached;
+  t->label = label;
+  t->priority = priority;
+  return t;
+}
+
+void detached_submit(Task* t) {
+  Worker& w = *tls_worker;
+  Task* const a = t->parent;
+  if (w.counted_parent == a && w.counted > 0) {
+    --w.counted;
+  } else {
+    if (w.counted) flush_completions(w);  // credits or completions owed to another parent
+    a->alive.fetch_add(kCredit, std::memory_order_relaxed);  // `a` cannot complete meanwhile: t's creator is alive
+    w.counted_parent = a;
+    w.counted = kCredit - 1;
+  }
+  ++w.counters.tasks_created;
+  // The highest-priority task submitted so far waits in the immediate-successor slot (it is not stealable
+  // until the running body returns; the others are).
+  if (w.immediate_successor && t->priority >= w.prioritized.top_priority() &&
+      (!w.next || t->priority > w.next->priority)) {
+    if (w.next) schedule(w, w.next);
+    w.next = t;
+  } else {
+    schedule(w, t);
+  }
+}
+
+void detached_discard(Task* t) { free_task(*tls_worker, t); }
+
+unsigned current_worker_index() noexcept { return tls_worker ? tls_worker->id : kNotAWorker; }
+
+const void* current_engine() noexcept { return tls_worker ? tls_worker->engine : nullptr; }
 
 void* allocate_large_body(std::size_t bytes, std::size_t align) {
   return ::operator new(bytes, std::align_val_t{align});

@@ -32,9 +32,10 @@ enum TaskFlags : std::uint8_t {
   kNode = 1,         ///< internal join node: no body, completes as soon as its predecessors have
   kWeakNode = 2,     ///< a node standing for a weak access of its parent (owned by the parent, not a domain)
   kHasComm = 4,      ///< holds commutative locks
+  kDetached = 8,     ///< a flow task (see below): no successor list, no children; freed when it completes
 };
 
-inline constexpr std::size_t kInlineBody = 56;
+inline constexpr std::size_t kInlineBody = 64;
 inline constexpr std::size_t kInlineEdges = 2;
 
 struct alignas(64) Task {
@@ -80,6 +81,31 @@ struct alignas(64) Task {
 
 inline constexpr std::int64_t kAliveGuard = std::int64_t{1} << 30;
 inline constexpr std::int64_t kWeakUnit = std::int64_t{1} << 32;
+static_assert(sizeof(Task) == 256, "the inline body fills the descriptor's last cache line");
+
+// --- Detached tasks: the entry points of the flow front end (weft/flow.hpp) -------------------------------
+// A detached task is counted as an unfinished child of an anchor task (the root of the Runtime::run that
+// executes a flow graph), so the anchor's wait covers it and its exception goes to the anchor, but it is
+// not named by any dependency record: it has no successor list, and its descriptor returns to its pool as
+// soon as it completes. Before it is submitted the front end may use these fields freely: `mark` (link in a
+// keyed task table), `n_edges` (hash bits) and `pending` (inputs still missing). All entry points must be
+// called on a worker of the anchor's runtime, inside its run.
+
+/// A descriptor from the calling worker's pool, initialised as a detached task of `anchor`; the caller installs
+/// the body (invoke/destroy, body[]) and then either submits or discards it.
+Task* detached_allocate(Task* anchor, const char* label, std::int32_t priority);
+/// t is ready. Counts it in its anchor's unfinished children (from a per-worker credit, so that usually no
+/// atomic operation on the anchor is needed) and queues it; the first task a running task submits becomes
+/// its worker's immediate successor (it runs next on this worker, unless a queued task has higher priority).
+void detached_submit(Task* t);
+/// Returns a descriptor that was allocated but never submitted (its body already destroyed). Any thread,
+/// also outside a run, as long as the runtime exists.
+void detached_discard(Task* t);
+/// Index of the calling worker (0 .. workers-1), or kNotAWorker for a thread that is not running a task.
+inline constexpr unsigned kNotAWorker = ~0u;
+unsigned current_worker_index() noexcept;
+/// Identifies the runtime whose worker the calling thread is (nullptr for a thread that is not running a task).
+const void* current_engine() noexcept;
 
 }  // namespace detail
 }  // namespace weft

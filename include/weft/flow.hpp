@@ -1,0 +1,269 @@
+// weft — flow graphs: template task graphs (TTG style) on the weft engine.
+//
+//   weft::flow::Edge<int, double> e;                                   // key type, value type
+//   auto tt = weft::flow::make_tt<int>(                                 // key type
+//       [](const int& k, double x, auto& out) { if (k < 10) weft::flow::send<0>(k + 1, x * 2, out); },
+//       weft::flow::edges(e), weft::flow::edges(e), "step");            // input edges, output edges, name
+//   auto g = weft::flow::graph(tt);     // tt and every template task connected to it
+//   g.invoke(0, 1.0);                   // seeds the task of key 0
+//   g.wait();                           // runs until no task is left
+//
+// Model
+// -----
+// * A program declares *template tasks* (make_tt) connected by typed *edges* (Edge<Key, Value>). At run time a
+//   template task has one task per key; the task of key k runs once every input edge has delivered its value for
+//   k. A running task sends values along its output edges to the tasks of any keys it chooses (send<i>,
+//   broadcast<i>): the graph unfolds dynamically and may contain cycles (a template task feeding itself).
+// * Keys: any copyable type with operator== and a hash (std::hash<Key>, a std::tuple or std::pair of hashable
+//   types, or a specialisation of weft::flow::Hash<Key>); `void` for a template task with a single task.
+//   Values: any movable type; `void` makes a control-only edge (sendk: the task just learns that it may run).
+// * The body is called as body(key, inputs..., out):
+//     - `const Key&` first (omitted for a void key);
+//     - one parameter per input edge that carries data, in edge order: `const V&` reads the value without a copy,
+//       `V` (by value) or `V&` gives the task a value of its own (a copy only when the value is shared, see
+//       below), `const weft::flow::Aggregator<V>&` for an aggregator input; nothing for a control edge;
+//     - `auto& out` last: the output terminals, used by send<i>(key, value, out) and friends (optional when the
+//       template task has no output edge).
+//   Write the data parameters' types out (as above): for a lambda whose data parameters are themselves `auto`,
+//   every input is passed as an rvalue of a value of the task's own.
+// * Data ownership: a value sent to exactly one task is moved to it if sent as an rvalue (std::move), copied
+//   once if sent as an lvalue. A value sent to several tasks (an edge with several consuming template tasks, or
+//   broadcast to several keys) is stored once, read-only and reference counted; a task taking it by value (or
+//   `V&`) gets a copy unless it is the last holder, which takes the shared copy itself. Small trivially copyable
+//   values (at most 16 bytes) are simply copied to each task.
+// * Aggregators: make_aggregator(edge, n) or make_aggregator(edge, [](const Key& k) { return n(k); }) as an
+//   input makes the task of k wait for n (resp. n(k) >= 1) values on that edge; the body receives them as an
+//   Aggregator<V> (iterable, in arrival order), without copies. A value beyond the count is an error.
+// * Priorities and placement: tt->set_priomap(f) gives the task of key k priority f(k) (larger runs earlier among
+//   ready tasks, as weft::priority); tt->set_keymap(f) names the process that owns key k (distributed execution
+//   is to come: on one process every key must map to 0, and a key mapped elsewhere is an error).
+// * Pending tasks (some inputs arrived, not all) wait in a per-template-task concurrent hash table (bucket locks,
+//   growth by chained tables, a reader-biased resize lock); a template task with a single non-aggregator input
+//   never uses it: each value sent to it makes a ready task at once.
+//
+// Graph and runtime
+// -----------------
+// graph(tt, ...) collects the given template tasks and every template task connected to them through edges, and
+// owns a weft::Runtime configured from the WEFT_* environment variables; graph(rt, tt, ...) executes on `rt`
+// instead (rt must outlive the graph). Execution happens inside fence() and wait(), each of which is one
+// rt.run(): the calling thread becomes worker 0 and the runtime's workers run the tasks; they return when no
+// task of the graph is ready or running. So:
+//   * invoke() before fence()/wait() queues the seed (it runs at the start of the next fence()/wait(), in call
+//     order); invoke() from a task body of the running graph delivers at once; invoke() from any other thread
+//     while the graph executes is an error.
+//   * fence(): runs the graph until it is quiet; tasks still missing inputs stay pending (a later invoke may
+//     complete them).
+//   * wait(): fence(), then it is an error (weft::flow::error) if any task is still missing inputs: the message
+//     names the template task, the key and the missing inputs; those tasks are discarded.
+//   * fence()/wait() must not be called from inside a task (they would need Runtime::run: std::logic_error).
+//   * A template task belongs to at most one live graph; configure it before the first fence()/wait().
+//
+// Errors
+// ------
+// * Compile time (static_assert with a message): an input edge whose key type is not the template task's key
+//   type, a body that cannot be called with the edges' types, a key type without hash or ==, send<i> with an
+//   out-of-range i, a key or value not convertible to the edge's, send on a control edge (use sendk) and so on.
+// * Run time, as weft::flow::error: the same input of one task sent twice, an aggregator receiving more values
+//   than its count, a keymap naming another process, pending tasks at wait(). Raised in the sending task's body
+//   (or by invoke), they propagate like an exception thrown by the body.
+// * An exception escaping a body is rethrown by fence()/wait() (the first one; later ones are dropped). Once a
+//   body has thrown, the bodies of the remaining tasks are skipped, and fence()/wait() discards the pending
+//   tasks before rethrowing. The graph remains usable.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "weft/detail/flow_core.hpp"
+#include "weft/detail/flow_tt.hpp"
+#include "weft/runtime.hpp"
+
+namespace weft::flow {
+
+/// The input or output edges of a template task, in terminal order: edges(e0, e1, ...). Inputs may also be
+/// aggregators (make_aggregator).
+template <class... E>
+std::tuple<E...> edges(const E&... e) {
+  static_assert((detail::edge_traits<E>::is_edge && ...),
+                "weft::flow::edges: every argument must be a weft::flow::Edge or a weft::flow::make_aggregator(...)");
+  return std::tuple<E...>(e...);
+}
+
+/// An input terminal on `edge` that collects `count` values for each task before it runs.
+template <class K, class V>
+AggregatorEdge<K, V> make_aggregator(const Edge<K, V>& edge, std::size_t count) {
+  static_assert(!std::is_void_v<V>, "weft::flow::make_aggregator: a control edge (void value) carries nothing to aggregate");
+  if (count == 0) throw error("weft::flow::make_aggregator: the count must be at least 1");
+  return AggregatorEdge<K, V>{edge, count, {}};
+}
+/// An input terminal on `edge` that collects count_of(key) values (at least 1) for the task of each key.
+template <class K, class V, class F>
+  requires std::is_invocable_r_v<std::size_t, F&, const detail::key_t<K>&>
+AggregatorEdge<K, V> make_aggregator(const Edge<K, V>& edge, F count_of) {
+  static_assert(!std::is_void_v<V>, "weft::flow::make_aggregator: a control edge (void value) carries nothing to aggregate");
+  return AggregatorEdge<K, V>{edge, 0, std::move(count_of)};
+}
+
+/// A template task of key type Key (void for a single task) running `body` (see the top of this file for its
+/// signature), with input edges `inputs` and output edges `outputs` (both from edges(...); edges() for none).
+/// `name` appears in error messages and profiles.
+template <class Key, class Body, class... In, class... Out>
+auto make_tt(Body&& body, const std::tuple<In...>& inputs, const std::tuple<Out...>& outputs,
+             std::string name = "tt") {
+  static_assert(sizeof...(In) >= 1, "weft::flow::make_tt: a template task needs at least one input edge (a control "
+                                    "edge, Edge<Key, void>, for one that is only invoked)");
+  static_assert((std::is_same_v<typename detail::edge_traits<In>::key, Key> && ...),
+                "weft::flow::make_tt: every input edge must have the template task's key type (Edge<Key, V>)");
+  static_assert((!detail::edge_traits<Out>::aggregator && ...),
+                "weft::flow::make_tt: aggregators are input terminals; list the plain Edge among the outputs");
+  using KS = detail::key_t<Key>;
+  static_assert(std::is_copy_constructible_v<KS> && std::equality_comparable<KS>,
+                "weft::flow::make_tt: a key type must be copyable and have operator==");
+  static_assert(detail::has_hash<KS>,
+                "weft::flow::make_tt: no hash for the key type: specialise std::hash<Key> or weft::flow::Hash<Key>, "
+                "or use a std::tuple/std::pair of hashable types");
+  using T = TT<Key, std::decay_t<Body>, std::tuple<In...>, std::tuple<Out...>>;
+  auto tt = std::make_shared<T>(std::forward<Body>(body), inputs, outputs, std::move(name));
+  tt->link_edges();
+  return tt;
+}
+
+namespace detail {
+template <std::size_t I, class... O>
+constexpr void check_terminal() {
+  static_assert(I < sizeof...(O), "weft::flow::send<i>: i is not an output terminal of this template task");
+}
+template <std::size_t I, class... O>
+using terminal_t = std::tuple_element_t<I, std::tuple<O...>>;
+}  // namespace detail
+
+/// Sends `value` along output terminal i to the task of `key`.
+template <std::size_t I, class K, class V, class... O>
+void send(const K& key, V&& value, std::tuple<O...>& out) {
+  detail::check_terminal<I, O...>();
+  using T = detail::terminal_t<I, O...>;
+  static_assert(!std::is_void_v<typename T::key_type>, "weft::flow::send: the edge has a void key: use sendv<i>(value, out)");
+  static_assert(!std::is_void_v<typename T::value_type>, "weft::flow::send: a control edge carries no value: use sendk<i>(key, out)");
+  static_assert(std::is_convertible_v<const K&, typename T::key_type>, "weft::flow::send: the key does not convert to the edge's key type");
+  static_assert(std::is_convertible_v<V&&, typename T::value_type>, "weft::flow::send: the value does not convert to the edge's value type");
+  std::get<I>(out).put(key, std::forward<V>(value));
+}
+
+/// Control only: tells the task of `key` that input i (a control edge, Edge<K, void>) is satisfied.
+template <std::size_t I, class K, class... O>
+void sendk(const K& key, std::tuple<O...>& out) {
+  detail::check_terminal<I, O...>();
+  using T = detail::terminal_t<I, O...>;
+  static_assert(std::is_void_v<typename T::value_type>, "weft::flow::sendk: the edge carries values: use send<i>(key, value, out)");
+  static_assert(!std::is_void_v<typename T::key_type>, "weft::flow::sendk: the edge has a void key: use send<i>(out)");
+  static_assert(std::is_convertible_v<const K&, typename T::key_type>, "weft::flow::sendk: the key does not convert to the edge's key type");
+  std::get<I>(out).put(key, detail::Void{});
+}
+
+/// Sends `value` along output terminal i, an edge with a void key.
+template <std::size_t I, class V, class... O>
+void sendv(V&& value, std::tuple<O...>& out) {
+  detail::check_terminal<I, O...>();
+  using T = detail::terminal_t<I, O...>;
+  static_assert(std::is_void_v<typename T::key_type>, "weft::flow::sendv: the edge has a key: use send<i>(key, value, out)");
+  static_assert(!std::is_void_v<typename T::value_type>, "weft::flow::sendv: a control edge carries no value: use send<i>(out)");
+  static_assert(std::is_convertible_v<V&&, typename T::value_type>, "weft::flow::sendv: the value does not convert to the edge's value type");
+  std::get<I>(out).put(detail::VoidKey{}, std::forward<V>(value));
+}
+
+/// Control only, void key: satisfies input i of the single task behind the edge.
+template <std::size_t I, class... O>
+void send(std::tuple<O...>& out) {
+  detail::check_terminal<I, O...>();
+  using T = detail::terminal_t<I, O...>;
+  static_assert(std::is_void_v<typename T::key_type> && std::is_void_v<typename T::value_type>,
+                "weft::flow::send<i>(out) is for an edge with a void key and a void value");
+  std::get<I>(out).put(detail::VoidKey{}, detail::Void{});
+}
+
+/// Sends one `value` along output terminal i to the task of every key in `keys` (any range of keys): one shared
+/// copy for all of them (small trivially copyable values are copied).
+template <std::size_t I, class Keys, class V, class... O>
+void broadcast(const Keys& keys, V&& value, std::tuple<O...>& out) {
+  detail::check_terminal<I, O...>();
+  using T = detail::terminal_t<I, O...>;
+  static_assert(!std::is_void_v<typename T::value_type>, "weft::flow::broadcast: a control edge carries no value: use broadcastk<i>(keys, out)");
+  static_assert(std::is_convertible_v<V&&, typename T::value_type>, "weft::flow::broadcast: the value does not convert to the edge's value type");
+  std::get<I>(out).put_many(keys, std::forward<V>(value));
+}
+
+/// Control only: sendk<i> to every key in `keys`.
+template <std::size_t I, class Keys, class... O>
+void broadcastk(const Keys& keys, std::tuple<O...>& out) {
+  detail::check_terminal<I, O...>();
+  using T = detail::terminal_t<I, O...>;
+  static_assert(std::is_void_v<typename T::value_type>, "weft::flow::broadcastk: the edge carries values: use broadcast<i>(keys, value, out)");
+  std::get<I>(out).put_many(keys, detail::Void{});
+}
+
+/// Executes a set of connected template tasks (see "Graph and runtime" at the top of this file). Made by
+/// graph(...); movable, not copyable.
+class GraphBase {
+ public:
+  GraphBase(GraphBase&&) noexcept = default;
+  GraphBase& operator=(GraphBase&&) = delete;
+  ~GraphBase();
+
+  /// Runs the graph until no task is ready or running; queued invoke() calls run first. Rethrows the first
+  /// exception of a body (after discarding the pending tasks).
+  void fence();
+  /// fence(), then throws weft::flow::error if some task never received all its inputs (they are discarded).
+  void wait();
+  /// Tasks currently waiting for inputs (between executions).
+  std::size_t pending() const;
+  /// The runtime that executes the graph.
+  weft::Runtime& runtime() const { return *state_->rt; }
+  /// Number of template tasks in the graph (those given and those connected to them).
+  std::size_t size() const { return state_->tts.size(); }
+
+ protected:
+  GraphBase(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned,
+            std::vector<std::shared_ptr<detail::TTBase>> roots);
+  void discard_pending(std::ostream* report);
+  std::unique_ptr<detail::GraphState> state_;
+};
+
+/// A graph whose invoke() seeds its first template task.
+template <class Entry>
+class Graph : public GraphBase {
+ public:
+  /// Seeds the first template task given to graph(): entry->invoke(key, values...).
+  template <class... A>
+  void invoke(A&&... a) {
+    entry_->invoke(std::forward<A>(a)...);
+  }
+
+  Graph(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned, std::shared_ptr<Entry> entry,
+        std::vector<std::shared_ptr<detail::TTBase>> roots)
+      : GraphBase(rt, std::move(owned), std::move(roots)), entry_(std::move(entry)) {}
+
+ private:
+  std::shared_ptr<Entry> entry_;
+};
+
+/// A graph of `first`, `rest...` and every template task connected to them, executed by its own weft::Runtime
+/// (configured from the WEFT_* environment variables). Throws weft::flow::error if a template task already
+/// belongs to another graph.
+template <class First, class... Rest>
+Graph<First> graph(const std::shared_ptr<First>& first, const std::shared_ptr<Rest>&... rest) {
+  auto rt = std::make_unique<weft::Runtime>();
+  weft::Runtime* p = rt.get();
+  return Graph<First>(p, std::move(rt), first, {first, rest...});
+}
+/// The same, executed by `rt` (which must outlive the graph).
+template <class First, class... Rest>
+Graph<First> graph(weft::Runtime& rt, const std::shared_ptr<First>& first, const std::shared_ptr<Rest>&... rest) {
+  return Graph<First>(&rt, nullptr, first, {first, rest...});
+}
+
+}  // namespace weft::flow

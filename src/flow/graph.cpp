@@ -1,0 +1,121 @@
+// Flow graphs: assembling a graph from its template tasks, executing it inside Runtime::run, reporting and
+// discarding tasks whose inputs never all arrived. See weft/flow.hpp.
+#include <deque>
+#include <exception>
+#include <set>
+#include <sstream>
+
+#include "weft/flow.hpp"
+
+namespace weft::flow {
+
+GraphBase::GraphBase(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned,
+                     std::vector<std::shared_ptr<detail::TTBase>> roots)
+    : state_(std::make_unique<detail::GraphState>()) {
+  detail::GraphState& g = *state_;
+  g.rt = rt;
+  g.owned_rt = std::move(owned);
+  // Every template task reachable through edges (in either direction) belongs to the graph: a value sent along
+  // an edge can reach any of them.
+  std::set<detail::TTBase*> seen;
+  std::deque<std::shared_ptr<detail::TTBase>> todo(roots.begin(), roots.end());
+  while (!todo.empty()) {
+    std::shared_ptr<detail::TTBase> t = std::move(todo.front());
+    todo.pop_front();
+    if (!t) throw error("weft::flow::graph: a template task argument is null");
+    if (!seen.insert(t.get()).second) continue;
+    if (t->graph()) throw error("weft::flow::graph: template task '" + t->name() + "' already belongs to a graph");
+    for (detail::EdgeBase* e : t->edges())
+      for (const auto& w : e->tts)
+        if (auto other = w.lock()) todo.push_back(std::move(other));
+    g.tts.push_back(std::move(t));
+  }
+  const unsigned workers = rt->num_workers();
+  for (auto& t : g.tts) t->attach(&g, workers);
+}
+
+GraphBase::~GraphBase() {
+  if (!state_) return;  // moved from
+  detail::GraphState& g = *state_;
+  try {
+    if (pending() != 0) discard_pending(nullptr);
+  } catch (...) {
+    // Called from a task of another runtime: the pending tasks' descriptors cannot be returned from here.
+  }
+  for (auto& t : g.tts) t->attach(nullptr, 0);
+}
+
+std::size_t GraphBase::pending() const {
+  std::size_t n = 0;
+  for (const auto& t : state_->tts) n += t->pending();
+  return n;
+}
+
+void GraphBase::discard_pending(std::ostream* report) {
+  detail::GraphState& g = *state_;
+  auto drain = [&] {
+    bool first = true;
+    for (auto& t : g.tts) {
+      if (t->pending() == 0) continue;
+      if (report) *report << (first ? "" : "; ") << "'" << t->name() << "' (" << t->pending() << "): ";
+      first = false;
+      t->drain(report, 3);
+    }
+  };
+  // Pending tasks are engine descriptors: they go back to the pools of the graph's runtime, from one of its
+  // workers.
+  if (detail::current_engine() != nullptr && detail::current_engine() == g.engine)
+    drain();
+  else
+    g.rt->run([&](weft::Context&) { drain(); });
+}
+
+void GraphBase::fence() {
+  detail::GraphState& g = *state_;
+  if (detail::current_engine() != nullptr)
+    throw std::logic_error("weft::flow: fence()/wait() called from inside a task (it runs the graph with Runtime::run)");
+  g.failed.store(false, std::memory_order_relaxed);
+  std::exception_ptr failure;
+  try {
+    g.rt->run([&](weft::Context& cx) {
+      g.anchor = cx.task();
+      g.engine = detail::current_engine();
+      g.executing.store(true, std::memory_order_release);
+      // Seeds queued before the run, in call order (seeds queued by other threads meanwhile are refused: see
+      // GraphState::seed).
+      for (;;) {
+        std::vector<std::unique_ptr<detail::GraphState::Seed>> batch;
+        {
+          std::lock_guard<std::mutex> lk(g.seeds_mutex);
+          batch.swap(g.seeds);
+        }
+        if (batch.empty()) break;
+        for (auto& s : batch) s->run();
+      }
+    });
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  g.executing.store(false, std::memory_order_release);
+  g.anchor = nullptr;
+  if (failure) {
+    {
+      std::lock_guard<std::mutex> lk(g.seeds_mutex);
+      g.seeds.clear();
+    }
+    if (pending() != 0) discard_pending(nullptr);
+    std::rethrow_exception(failure);
+  }
+}
+
+void GraphBase::wait() {
+  fence();
+  const std::size_t n = pending();
+  if (n == 0) return;
+  std::ostringstream os;
+  os << "weft::flow: wait(): " << n << (n == 1 ? " task" : " tasks") << " never received all inputs: ";
+  discard_pending(&os);
+  throw error(os.str());
+}
+
+}  // namespace weft::flow

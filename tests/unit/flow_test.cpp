@@ -1,0 +1,591 @@
+// Flow graphs (weft/flow.hpp): keys, values, terminals, ownership, aggregators, priorities, errors, several
+// workers.
+#include <gtest/gtest.h>
+#include <weft/weft.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "../common/test_util.hpp"
+
+namespace wf = weft::flow;
+using weft_test::opts;
+
+namespace {
+
+class FlowWorkers : public ::testing::TestWithParam<unsigned> {
+ protected:
+  weft::Runtime rt{opts(GetParam())};
+};
+INSTANTIATE_TEST_SUITE_P(W, FlowWorkers, ::testing::Values(1u, 2u, 4u), weft_test::WorkersName{});
+
+// --- keys and values ------------------------------------------------------------------------------------------
+
+TEST_P(FlowWorkers, ChainDoublesAlongKeys) {
+  const int n = static_cast<int>(weft_test::scaled(10000));
+  std::atomic<long> ran{0};
+  double last = 0;
+  wf::Edge<int, double> e;
+  auto step = wf::make_tt<int>(
+      [&](const int& k, double x, auto& out) {
+        ran.fetch_add(1, std::memory_order_relaxed);
+        if (k < n)
+          wf::send<0>(k + 1, x + 1, out);
+        else
+          last = x;
+      },
+      wf::edges(e), wf::edges(e), "step");
+  auto g = wf::graph(rt, step);
+  g.invoke(0, 0.0);
+  g.wait();
+  EXPECT_EQ(ran.load(), n + 1);
+  EXPECT_EQ(last, double(n));
+  // The graph can run again.
+  g.invoke(n - 5, 100.0);
+  g.wait();
+  EXPECT_EQ(last, 105.0);
+}
+
+TEST_P(FlowWorkers, BinaryTreeSumsLeaves) {
+  const int height = weft_test::kSanitized ? 10 : 14;
+  std::atomic<long> leaves{0}, tasks{0};
+  wf::Edge<long, void> e;  // control only
+  auto node = wf::make_tt<long>(
+      [&](const long& k, auto& out) {
+        tasks.fetch_add(1, std::memory_order_relaxed);
+        if (k >= (1L << height)) {
+          leaves.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        wf::sendk<0>(2 * k, out);
+        wf::sendk<0>(2 * k + 1, out);
+      },
+      wf::edges(e), wf::edges(e), "node");
+  auto g = wf::graph(rt, node);
+  g.invoke(1L);
+  g.wait();
+  EXPECT_EQ(leaves.load(), 1L << height);
+  EXPECT_EQ(tasks.load(), (2L << height) - 1);
+}
+
+TEST_P(FlowWorkers, TwoInputsJoinPerTupleKey) {
+  using Key = std::tuple<int, int>;
+  const int n = 40;
+  wf::Edge<Key, int> a;
+  wf::Edge<Key, std::string> b;
+  std::mutex m;
+  std::map<Key, std::string> got;
+  auto prod = wf::make_tt<int>(
+      [&](const int& i, auto& out) {
+        for (int j = 0; j < n; ++j) {
+          wf::send<0>(Key{i, j}, i * j, out);
+          wf::send<1>(Key{i, j}, std::to_string(i) + "," + std::to_string(j), out);
+        }
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a, b), "producer");
+  auto join = wf::make_tt<Key>(
+      [&](const Key& k, int p, const std::string& s) {
+        std::lock_guard<std::mutex> g(m);
+        EXPECT_TRUE(got.emplace(k, std::to_string(p) + ":" + s).second);
+      },
+      wf::edges(a, b), wf::edges(), "join");
+  auto g = wf::graph(rt, prod);
+  EXPECT_EQ(g.size(), 2u);  // join found through the edges
+  for (int i = 0; i < n; ++i) g.invoke(i);
+  g.wait();
+  ASSERT_EQ(got.size(), std::size_t(n * n));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      EXPECT_EQ(got[Key(i, j)], std::to_string(i * j) + ":" + std::to_string(i) + "," + std::to_string(j));
+}
+
+}  // namespace
+
+// A user key with std::hash, and one with weft::flow::Hash.
+struct Cell {
+  int x, y;
+  bool operator==(const Cell&) const = default;
+};
+template <>
+struct std::hash<Cell> {
+  std::size_t operator()(const Cell& c) const { return std::size_t(c.x) * 1000003u + std::size_t(c.y); }
+};
+struct Name {
+  std::string s;
+  bool operator==(const Name&) const = default;
+};
+template <>
+struct weft::flow::Hash<Name> {
+  std::size_t operator()(const Name& n) const { return std::hash<std::string>{}(n.s); }
+};
+
+namespace {
+
+TEST_P(FlowWorkers, UserKeyTypes) {
+  wf::Edge<Cell, int> e1, e2;
+  wf::Edge<Name, int> names;
+  std::atomic<int> sum{0}, named{0};
+  auto src = wf::make_tt<Cell>(
+      [](const Cell& c, int v, auto& out) {
+        wf::send<0>(c, v, out);
+        wf::send<1>(c, 2 * v, out);
+        wf::send<2>(Name{"n" + std::to_string(c.x * 10 + c.y)}, v, out);
+      },
+      wf::edges(wf::Edge<Cell, int>()), wf::edges(e1, e2, names), "src");
+  auto add = wf::make_tt<Cell>([&](const Cell&, int a, int b) { sum += a + b; }, wf::edges(e1, e2), wf::edges(), "add");
+  auto nm = wf::make_tt<Name>([&](const Name& n, int) { named += n.s[0] == 'n'; }, wf::edges(names), wf::edges(), "nm");
+  auto g = wf::graph(rt, src);
+  EXPECT_EQ(g.size(), 3u);
+  for (int x = 0; x < 10; ++x)
+    for (int y = 0; y < 10; ++y) g.invoke(Cell{x, y}, 1);
+  g.wait();
+  EXPECT_EQ(sum.load(), 300);
+  EXPECT_EQ(named.load(), 100);
+}
+
+TEST_P(FlowWorkers, VoidKeyAndControlEdges) {
+  // A void-key template task with two control inputs and a data input from a void-key edge.
+  wf::Edge<void, void> c1, c2;
+  wf::Edge<void, int> d;
+  int result = 0;
+  auto start = wf::make_tt<void>(
+      [](auto& out) {
+        wf::send<0>(out);
+        wf::sendv<2>(42, out);
+        wf::send<1>(out);
+      },
+      wf::edges(wf::Edge<void, void>()), wf::edges(c1, c2, d), "start");
+  auto end = wf::make_tt<void>([&](int v) { result = v; }, wf::edges(c1, d, c2), wf::edges(), "end");
+  auto g = wf::graph(rt, start, end);
+  g.invoke();
+  g.wait();
+  EXPECT_EQ(result, 42);
+}
+
+TEST_P(FlowWorkers, BroadcastReachesEveryKey) {
+  wf::Edge<int, std::vector<int>> e;
+  std::atomic<long> total{0};
+  std::atomic<int> runs{0};
+  auto src = wf::make_tt<int>(
+      [](const int&, auto& out) {
+        std::vector<int> keys(50);
+        std::iota(keys.begin(), keys.end(), 0);
+        wf::broadcast<0>(keys, std::vector<int>(100, 1), out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(e), "src");
+  auto dst = wf::make_tt<int>(
+      [&](const int&, const std::vector<int>& v) {
+        total += std::accumulate(v.begin(), v.end(), 0L);
+        ++runs;
+      },
+      wf::edges(e), wf::edges(), "dst");
+  auto g = wf::graph(rt, src);
+  g.invoke(0);
+  g.wait();
+  EXPECT_EQ(runs.load(), 50);
+  EXPECT_EQ(total.load(), 5000);
+}
+
+// --- data ownership: copies and moves counted ------------------------------------------------------------------
+
+struct Counted {
+  static inline std::atomic<int> copies{0}, moves{0};
+  int v = 0;
+  Counted() = default;
+  explicit Counted(int x) : v(x) {}
+  Counted(const Counted& o) : v(o.v) { ++copies; }
+  Counted(Counted&& o) noexcept : v(o.v) { ++moves; }
+  Counted& operator=(const Counted& o) {
+    v = o.v;
+    ++copies;
+    return *this;
+  }
+  Counted& operator=(Counted&& o) noexcept {
+    v = o.v;
+    ++moves;
+    return *this;
+  }
+  static void reset() { copies = moves = 0; }
+};
+
+// One producer sending a Counted along one edge to `consumers` template tasks, which take it by const& (read)
+// or by value (own). Returns the copies made.
+int copies_for(weft::Runtime& rt, int consumers, bool by_value, bool send_lvalue, int keys = 1) {
+  wf::Edge<int, Counted> e;
+  std::atomic<long> seen{0};
+  auto src = wf::make_tt<int>(
+      [send_lvalue, keys](const int&, auto& out) {
+        Counted c(7);
+        std::vector<int> ks(keys);
+        std::iota(ks.begin(), ks.end(), 0);
+        if (keys > 1)
+          wf::broadcast<0>(ks, std::move(c), out);
+        else if (send_lvalue)
+          wf::send<0>(0, c, out);
+        else
+          wf::send<0>(0, std::move(c), out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(e), "src");
+  std::vector<std::shared_ptr<wf::detail::TTBase>> sinks;
+  for (int i = 0; i < consumers; ++i) {
+    if (by_value)
+      sinks.push_back(wf::make_tt<int>([&](const int&, Counted c) { seen += c.v; }, wf::edges(e), wf::edges(), "own"));
+    else
+      sinks.push_back(
+          wf::make_tt<int>([&](const int&, const Counted& c) { seen += c.v; }, wf::edges(e), wf::edges(), "read"));
+  }
+  auto g = wf::graph(rt, src);
+  Counted::reset();
+  g.invoke(0);
+  g.wait();
+  EXPECT_EQ(seen.load(), 7L * consumers * keys);
+  return Counted::copies.load();
+}
+
+TEST_P(FlowWorkers, CopiesOnlyWhenNeeded) {
+  EXPECT_EQ(copies_for(rt, 1, false, false), 0);  // moved to the one successor
+  EXPECT_EQ(copies_for(rt, 1, true, false), 0);   // ... and moved into its by-value parameter
+  EXPECT_EQ(copies_for(rt, 1, false, true), 1);   // an lvalue is copied once
+  EXPECT_EQ(copies_for(rt, 3, false, false), 0);  // shared read-only by three readers
+  EXPECT_EQ(copies_for(rt, 3, true, false), 2);   // three owners: two copies, the last takes the shared one
+  EXPECT_EQ(copies_for(rt, 1, false, false, 20), 0);  // broadcast to 20 keys, read
+  EXPECT_EQ(copies_for(rt, 1, true, false, 20), 19);  // broadcast to 20 keys, owned
+}
+
+TEST_P(FlowWorkers, MoveOnlyValues) {
+  wf::Edge<int, std::unique_ptr<int>> e;
+  std::atomic<int> sum{0};
+  auto step = wf::make_tt<int>(
+      [&](const int& k, std::unique_ptr<int> p, auto& out) {
+        *p += 1;
+        if (k < 100)
+          wf::send<0>(k + 1, std::move(p), out);
+        else
+          sum = *p;
+      },
+      wf::edges(e), wf::edges(e), "step");
+  auto g = wf::graph(rt, step);
+  g.invoke(0, std::make_unique<int>(0));
+  g.wait();
+  EXPECT_EQ(sum.load(), 101);
+}
+
+TEST_P(FlowWorkers, LargeValuesAndGenericBodies) {
+  // A record too large for the descriptor's inline body, and a body whose parameters are all `auto`.
+  using Big = std::array<double, 24>;
+  wf::Edge<int, Big> a, b;
+  std::atomic<int> ok{0};
+  auto src = wf::make_tt<int>(
+      [](const int& k, auto& out) {
+        Big x{};
+        x[0] = k;
+        wf::send<0>(k, x, out);
+        wf::send<1>(k, x, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a, b), "src");
+  auto add = wf::make_tt<int>([&](const auto& k, auto x, auto y) { ok += (x[0] + y[0] == 2.0 * k); },
+                              wf::edges(a, b), wf::edges(), "add");
+  auto g = wf::graph(rt, src);
+  for (int k = 0; k < 200; ++k) g.invoke(k);
+  g.wait();
+  EXPECT_EQ(ok.load(), 200);
+}
+
+// --- aggregators --------------------------------------------------------------------------------------------
+
+TEST_P(FlowWorkers, AggregatorFixedAndPerKeyCounts) {
+  wf::Edge<int, Counted> e;
+  wf::Edge<int, int> f;
+  std::mutex m;
+  std::map<int, std::vector<int>> fixed_got, var_got;
+  auto src = wf::make_tt<int>(
+      [](const int& i, auto& out) {
+        for (int k = 0; k < 10; ++k) wf::send<0>(k, Counted(i), out);  // 8 sources: 8 values per key
+        for (int k = 0; k <= i; ++k) wf::send<1>(k, i, out);           // key k gets 8 - k values
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(e, f), "src");
+  auto fixed = wf::make_tt<int>(
+      [&](const int& k, const wf::Aggregator<Counted>& vs) {
+        std::vector<int> v;
+        for (const Counted& c : vs) v.push_back(c.v);
+        std::lock_guard<std::mutex> g(m);
+        fixed_got[k] = v;
+      },
+      wf::edges(wf::make_aggregator(e, 8)), wf::edges(), "fixed");
+  auto var = wf::make_tt<int>(
+      [&](const int& k, const wf::Aggregator<int>& vs) {
+        std::vector<int> v(vs.begin(), vs.end());
+        std::lock_guard<std::mutex> g(m);
+        var_got[k] = v;
+      },
+      wf::edges(wf::make_aggregator(f, [](const int& k) { return std::size_t(8 - k); })), wf::edges(), "var");
+  auto g = wf::graph(rt, src);
+  Counted::reset();
+  for (int i = 0; i < 8; ++i) g.invoke(i);
+  g.wait();
+  EXPECT_EQ(Counted::copies.load(), 0);  // collected without copies
+  ASSERT_EQ(fixed_got.size(), 10u);
+  for (auto& [k, v] : fixed_got) {
+    std::sort(v.begin(), v.end());
+    EXPECT_EQ(v, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7})) << k;
+  }
+  ASSERT_EQ(var_got.size(), 8u);
+  for (auto& [k, v] : var_got) {
+    std::sort(v.begin(), v.end());
+    std::vector<int> want;
+    for (int i = k; i < 8; ++i) want.push_back(i);
+    EXPECT_EQ(v, want) << k;
+  }
+}
+
+TEST_P(FlowWorkers, AggregatorWithAnotherInput) {
+  wf::Edge<int, int> vals;
+  wf::Edge<int, void> go;
+  std::atomic<long> sum{0};
+  auto src = wf::make_tt<int>(
+      [](const int& k, auto& out) {
+        for (int i = 1; i <= 3; ++i) wf::send<0>(k, i, out);
+        wf::sendk<1>(k, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(vals, go), "src");
+  auto sink = wf::make_tt<int>(
+      [&](const int& k, const wf::Aggregator<int>& v) {
+        EXPECT_EQ(v.size(), 3u);
+        sum += k * (v[0] + v[1] + v[2]);
+      },
+      wf::edges(wf::make_aggregator(vals, 3), go), wf::edges(), "sink");
+  auto g = wf::graph(rt, src);
+  for (int k = 0; k < 100; ++k) g.invoke(k);
+  g.wait();
+  EXPECT_EQ(sum.load(), 6L * 4950);
+}
+
+// --- priorities and keymaps --------------------------------------------------------------------------------
+
+TEST(Flow, PriorityMapOrdersReadyTasks) {
+  weft::Runtime rt(opts(1));
+  std::vector<int> order;
+  wf::Edge<int, void> e;
+  auto fan = wf::make_tt<int>(
+      [](const int&, auto& out) {
+        for (int k = 0; k < 20; ++k) wf::sendk<0>(k, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(e), "fan");
+  auto leaf = wf::make_tt<int>([&](const int& k) { order.push_back(k); }, wf::edges(e), wf::edges(), "leaf");
+  leaf->set_priomap([](const int& k) { return (k * 7) % 20; });
+  auto g = wf::graph(rt, fan);
+  g.invoke(0);
+  g.wait();
+  ASSERT_EQ(order.size(), 20u);
+  for (std::size_t i = 1; i < order.size(); ++i)
+    EXPECT_GT((order[i - 1] * 7) % 20, (order[i] * 7) % 20) << "position " << i;
+}
+
+TEST(Flow, KeymapToAnotherProcessIsAnError) {
+  weft::Runtime rt(opts(2));
+  wf::Edge<int, int> e;
+  auto tt = wf::make_tt<int>([](const int&, int) {}, wf::edges(e), wf::edges(), "mapped");
+  tt->set_keymap([](const int& k) { return k == 3 ? 1 : 0; });
+  auto g = wf::graph(rt, tt);
+  g.invoke(1, 0);
+  g.wait();  // key 1 lives on process 0: fine
+  g.invoke(3, 0);
+  try {
+    g.wait();
+    FAIL() << "expected an error";
+  } catch (const wf::error& e) {
+    EXPECT_NE(std::string(e.what()).find("process 1"), std::string::npos) << e.what();
+  }
+}
+
+// --- errors --------------------------------------------------------------------------------------------------
+
+TEST_P(FlowWorkers, SameInputTwiceIsReported) {
+  wf::Edge<int, int> a, b;
+  auto src = wf::make_tt<int>(
+      [](const int& k, auto& out) {
+        wf::send<0>(k, 1, out);
+        wf::send<0>(k, 2, out);  // twice on input 0 of key k
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a), "src");
+  std::atomic<int> ran{0};
+  auto sink = wf::make_tt<int>([&](const int&, int, int) { ++ran; }, wf::edges(a, b), wf::edges(), "sink");
+  auto g = wf::graph(rt, src);
+  g.invoke(5);
+  try {
+    g.wait();
+    FAIL() << "expected an error";
+  } catch (const wf::error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'sink', key 5: input 0 received twice"), std::string::npos) << m;
+  }
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(g.pending(), 0u);  // discarded
+}
+
+TEST_P(FlowWorkers, MissingInputsAreReportedAtWait) {
+  wf::Edge<int, int> a, b;
+  auto sink = wf::make_tt<int>([](const int&, int, int) {}, wf::edges(a, b), wf::edges(), "join");
+  auto src = wf::make_tt<int>([](const int& k, auto& out) { wf::send<0>(k, k, out); },
+                              wf::edges(wf::Edge<int, void>()), wf::edges(a), "src");
+  auto g = wf::graph(rt, src);
+  g.invoke(4);
+  g.fence();  // fence keeps the pending task
+  EXPECT_EQ(g.pending(), 1u);
+  g.invoke(9);
+  try {
+    g.wait();
+    FAIL() << "expected an error";
+  } catch (const wf::error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("2 tasks never received all inputs"), std::string::npos) << m;
+    EXPECT_NE(m.find("'join'"), std::string::npos) << m;
+    EXPECT_NE(m.find("missing input 1"), std::string::npos) << m;
+  }
+  EXPECT_EQ(g.pending(), 0u);
+}
+
+TEST_P(FlowWorkers, FenceKeepsPendingTasksForLaterInputs) {
+  wf::Edge<int, int> a, b;
+  std::atomic<int> sum{0};
+  auto join = wf::make_tt<int>([&](const int&, int x, int y) { sum += x * y; }, wf::edges(a, b), wf::edges(), "join");
+  auto left = wf::make_tt<int>([](const int& k, auto& out) { wf::send<0>(k, k, out); },
+                               wf::edges(wf::Edge<int, void>()), wf::edges(a), "left");
+  auto right = wf::make_tt<int>([](const int& k, auto& out) { wf::send<0>(k, 2, out); },
+                                wf::edges(wf::Edge<int, void>()), wf::edges(b), "right");
+  auto g = wf::graph(rt, left, right);
+  for (int k = 0; k < 1000; ++k) left->invoke(k);  // 1000 pending tasks: the table grows
+  g.fence();
+  EXPECT_EQ(g.pending(), 1000u);
+  EXPECT_EQ(sum.load(), 0);
+  for (int k = 0; k < 1000; ++k) right->invoke(k);
+  g.wait();
+  EXPECT_EQ(sum.load(), 999 * 1000);
+}
+
+TEST_P(FlowWorkers, ExceptionInBodyReachesWait) {
+  wf::Edge<int, int> e;
+  std::atomic<int> ran{0};
+  auto step = wf::make_tt<int>(
+      [&](const int& k, int x, auto& out) {
+        ++ran;
+        if (k == 50) throw std::runtime_error("step 50 failed");
+        if (k < 1000) wf::send<0>(k + 1, x, out);
+      },
+      wf::edges(e), wf::edges(e), "step");
+  auto g = wf::graph(rt, step);
+  g.invoke(0, 1);
+  EXPECT_THROW(
+      {
+        try {
+          g.wait();
+        } catch (const std::runtime_error& err) {
+          EXPECT_STREQ(err.what(), "step 50 failed");
+          throw;
+        }
+      },
+      std::runtime_error);
+  EXPECT_EQ(ran.load(), 51);
+  // The graph stays usable.
+  ran = 0;
+  g.invoke(900, 1);
+  g.wait();
+  EXPECT_EQ(ran.load(), 101);
+}
+
+TEST(Flow, GraphMisuseIsReported) {
+  weft::Runtime rt(opts(2));
+  wf::Edge<int, int> e;
+  auto tt = wf::make_tt<int>([](const int&, int) {}, wf::edges(e), wf::edges(), "t");
+  {
+    auto g = wf::graph(rt, tt);
+    EXPECT_THROW(wf::graph(rt, tt), wf::error);  // already in a graph
+    bool threw = false;
+    rt.run([&](weft::Context&) {
+      try {
+        g.fence();
+      } catch (const std::logic_error&) {
+        threw = true;
+      }
+    });
+    EXPECT_TRUE(threw);
+  }
+  auto g2 = wf::graph(rt, tt);  // free again once the first graph is gone
+  g2.invoke(1, 1);
+  g2.wait();
+  EXPECT_THROW(wf::make_aggregator(e, 0), wf::error);
+}
+
+TEST(Flow, InvokeFromAnotherThreadWhileExecutingIsRefused) {
+  weft::Runtime rt(opts(2));
+  wf::Edge<int, int> e;
+  std::atomic<bool> started{false}, done{false};
+  auto tt = wf::make_tt<int>(
+      [&](const int&, int) {
+        started = true;
+        weft_test::spin_until([&] { return done.load(); });
+      },
+      wf::edges(e), wf::edges(), "t");
+  auto g = wf::graph(rt, tt);
+  g.invoke(0, 0);
+  std::thread other([&] {
+    weft_test::spin_until([&] { return started.load(); });
+    EXPECT_THROW(tt->invoke(1, 1), wf::error);
+    done = true;
+  });
+  g.wait();
+  other.join();
+}
+
+TEST(Flow, PendingTasksAreFreedWithTheGraph) {
+  // Under ASan this checks that discarded records release their values.
+  weft::Runtime rt(opts(2));
+  wf::Edge<int, std::string> a, b;
+  auto join = wf::make_tt<int>([](const int&, const std::string&, const std::string&) {}, wf::edges(a, b),
+                               wf::edges(), "join");
+  auto src = wf::make_tt<int>([](const int& k, auto& out) { wf::send<0>(k, std::string(100, 'x'), out); },
+                              wf::edges(wf::Edge<int, void>()), wf::edges(a), "src");
+  auto g = wf::graph(rt, src);
+  for (int k = 0; k < 100; ++k) g.invoke(k);
+  g.fence();
+  EXPECT_EQ(g.pending(), 100u);
+}
+
+TEST(Flow, OwnRuntimeFromEnvironment) {
+  wf::Edge<int, int> e;
+  int got = 0;
+  auto tt = wf::make_tt<int>([&](const int& k, int v) { got = k + v; }, wf::edges(e), wf::edges(), "t");
+  auto g = wf::graph(tt);
+  EXPECT_GE(g.runtime().num_workers(), 1u);
+  g.invoke(2, 3);
+  g.wait();
+  EXPECT_EQ(got, 5);
+}
+
+TEST(Flow, StatsCountFlowTasks) {
+  weft::Runtime rt(opts(2));
+  wf::Edge<int, void> e;
+  auto step = wf::make_tt<int>(
+      [](const int& k, auto& out) {
+        if (k < 999) wf::sendk<0>(k + 1, out);
+      },
+      wf::edges(e), wf::edges(e), "step");
+  auto g = wf::graph(rt, step);
+  rt.reset_stats();
+  g.invoke(0);
+  g.wait();
+  EXPECT_EQ(rt.stats().tasks_created, 1000u);
+  EXPECT_EQ(rt.stats().tasks_executed, 1000u);
+}
+
+}  // namespace
