@@ -184,6 +184,24 @@ class Context {
     detail::finish_spawn(*this, t, accesses, n, attrs);
   }
 
+  /// Like spawn, for accesses whose number is known only at run time (e.g. one weft::in per input of a graph
+  /// node): accesses[0 .. n) (read during the call only), plus at most one weft::priority and one weft::label.
+  ///   std::vector<weft::Access> acc;  // reuse it from spawn to spawn
+  ///   for (auto* p : inputs) acc.push_back(weft::in(*p));
+  ///   acc.push_back(weft::out(result));
+  ///   cx.spawn_accesses([&] { ... }, acc.data(), acc.size());
+  template <class F, class... Clauses>
+  void spawn_accesses(F&& body, const Access* accesses, std::size_t n, Clauses&&... clauses) {
+    static_assert((std::size_t{0} + ... + detail::is_access_v<Clauses>) == 0,
+                  "weft: spawn_accesses takes its accesses as an array; other clauses are priority and label");
+    detail::SpawnAttrs attrs;
+    [[maybe_unused]] std::size_t i = 0;
+    (add_clause(static_cast<Access*>(nullptr), i, attrs, std::forward<Clauses>(clauses)), ...);
+    detail::Task* t = detail::begin_spawn(*this);
+    detail::install_body(t, std::forward<F>(body));
+    detail::finish_spawn(*this, t, accesses, n, attrs);
+  }
+
   /// Waits until every child spawned so far by this task has finished (running other ready tasks meanwhile),
   /// then rethrows the first exception a child threw, if any.
   void taskwait();
