@@ -1,0 +1,123 @@
+# Task Bench peer implementations, each linking the same GCC-built taskbench_core, and their validation tests
+# (every pattern, 1 and 2 threads or ranks; label `taskbench`, plus `mpi` for MPI). A peer whose dependency is
+# missing is skipped with a message; the rest of the build goes on.
+#   taskbench-omp-for-gcc, taskbench-omp-task-gcc      omp_for.cpp, omp_task.cpp: GCC -fopenmp (libgomp)
+#   taskbench-omp-for-clang, taskbench-omp-task-clang  the same sources, clang++-16 -fopenmp=libomp (LLVM OpenMP)
+#   taskbench-tbb                                      tbb_flow.cpp: oneTBB flow graph
+#   taskbench-mpi                                      mpi.cpp: MPI, run under mpirun, one rank per core
+# The OpenMP and TBB tests are not labelled `concurrency`: ThreadSanitizer does not see the synchronisation inside
+# libgomp, libomp and TBB and would report their internals. Under AddressSanitizer they all run, except the
+# clang-built ones (see cmake/WeftLibomp.cmake); MPI runs without the leak check, and oneTBB's headers need
+# UBSan's vptr check off (see below).
+
+set(_peer_depends ${CMAKE_CURRENT_SOURCE_DIR}/peer_common.hpp ${CMAKE_CURRENT_SOURCE_DIR}/core/core.hpp)
+
+function(_taskbench_peer name source)
+  add_executable(${name} ${source})
+  target_link_libraries(${name} PRIVATE taskbench_core ${ARGN})
+  target_compile_options(${name} PRIVATE $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra>)
+endfunction()
+
+# taskbench-omp-task-* and taskbench-tbb reuse output buffers after -field timesteps, ordered by write-after-read
+# dependencies (taskbench_add_validation_tests runs the default, one buffer per timestep): one more test per
+# system runs every pattern at once with -field 2, the tightest reuse, on 2 threads.
+function(_taskbench_field_reuse_test system target)
+  if(NOT WEFT_BUILD_TESTS)
+    return()
+  endif()
+  set(cmd $<TARGET_FILE:${target}> -workers 2)
+  foreach(type IN LISTS TASKBENCH_TYPES)
+    if(cmd MATCHES "-type")
+      list(APPEND cmd -and)
+    endif()
+    list(APPEND cmd -steps 24 -width 6 -type ${type} -field 2 -kernel load_imbalance -iter 64 -imbalance 1.5)
+    if(type STREQUAL "spread")
+      list(APPEND cmd -period 2)  # at most ceil(width / radix)
+    endif()
+  endforeach()
+  list(JOIN cmd "|" cmd_joined)
+  add_test(NAME taskbench.${system}.field2.w2
+           COMMAND ${CMAKE_COMMAND} "-DCMD=${cmd_joined}" -P ${TASKBENCH_VALIDATION_DRIVER})
+  set_tests_properties(taskbench.${system}.field2.w2 PROPERTIES LABELS taskbench TIMEOUT 120)
+endfunction()
+
+# --- OpenMP, GCC (libgomp) --------------------------------------------------------------------------------
+find_package(OpenMP QUIET COMPONENTS CXX)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND OpenMP_CXX_FOUND)
+  foreach(kind for task)
+    _taskbench_peer(taskbench-omp-${kind}-gcc omp_${kind}.cpp OpenMP::OpenMP_CXX)
+    taskbench_add_validation_tests(omp-${kind}-gcc taskbench-omp-${kind}-gcc)
+  endforeach()
+  _taskbench_field_reuse_test(omp-task-gcc taskbench-omp-task-gcc)
+  message(STATUS "taskbench: OpenMP peers (GCC libgomp, OpenMP ${OpenMP_CXX_VERSION}): taskbench-omp-for-gcc, taskbench-omp-task-gcc")
+elseif(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  message(STATUS "taskbench: GCC OpenMP peers skipped: the project compiler is ${CMAKE_CXX_COMPILER_ID}, not GCC")
+else()
+  message(STATUS "taskbench: GCC OpenMP peers skipped: OpenMP not found for ${CMAKE_CXX_COMPILER}")
+endif()
+
+# --- OpenMP, clang (libomp) -------------------------------------------------------------------------------
+include(${PROJECT_SOURCE_DIR}/cmake/WeftLibomp.cmake)
+weft_find_libomp(_libomp_skip)
+if(_libomp_skip STREQUAL "")
+  foreach(kind for task)
+    set(_exe ${CMAKE_CURRENT_BINARY_DIR}/taskbench-omp-${kind}-clang)
+    weft_add_libomp_executable(taskbench_omp_${kind}_clang OUTPUT ${_exe} SOURCES omp_${kind}.cpp
+                               DEPENDS ${_peer_depends} LIBRARIES taskbench_core)
+    # An imported executable names the file, so that the tests can use $<TARGET_FILE:...> as for the others.
+    # (Its name must differ from the file's: CMake drops a custom command whose output is named like a target.)
+    add_executable(taskbench_omp_${kind}_clang_exe IMPORTED)
+    set_target_properties(taskbench_omp_${kind}_clang_exe PROPERTIES IMPORTED_LOCATION ${_exe})
+    taskbench_add_validation_tests(omp-${kind}-clang taskbench_omp_${kind}_clang_exe)
+  endforeach()
+  _taskbench_field_reuse_test(omp-task-clang taskbench_omp_task_clang_exe)
+  message(STATUS "taskbench: OpenMP peers (${WEFT_BENCH_CLANGXX}, ${WEFT_BENCH_LIBOMP}): taskbench-omp-for-clang, taskbench-omp-task-clang")
+else()
+  message(STATUS "taskbench: LLVM OpenMP peers skipped: ${_libomp_skip}")
+endif()
+
+# --- oneTBB flow graph ------------------------------------------------------------------------------------
+find_package(TBB CONFIG QUIET COMPONENTS tbb)
+if(TBB_FOUND AND TARGET TBB::tbb)
+  _taskbench_peer(taskbench-tbb tbb_flow.cpp TBB::tbb)
+  if(TASKBENCH_SANITIZED)
+    # oneTBB's graph_task::destruct_and_deallocate (flow_graph_impl.h) casts a task to its derived type after
+    # destroying it; UBSan's vptr check reports that header code, not ours.
+    target_compile_options(taskbench-tbb PRIVATE -fno-sanitize=vptr)
+  endif()
+  taskbench_add_validation_tests(tbb taskbench-tbb)
+  _taskbench_field_reuse_test(tbb taskbench-tbb)
+  message(STATUS "taskbench: oneTBB peer (TBB ${TBB_VERSION}): taskbench-tbb")
+else()
+  message(STATUS "taskbench: oneTBB peer skipped: find_package(TBB) found nothing (Debian: libtbb-dev)")
+endif()
+
+# --- MPI --------------------------------------------------------------------------------------------------
+# Run as mpirun -np <ranks> taskbench-mpi ...: mpirun's default (kept) aborts the whole job when a rank exits
+# with an error, so a failed rank never leaves the others waiting. The tests use Open MPI's
+# --oversubscribe (more ranks than cores is allowed; on a loaded machine too), --bind-to none (two tests may
+# run at once) and --allow-run-as-root (CI containers run as root).
+set(MPI_DETERMINE_LIBRARY_VERSION TRUE)  # MPI_CXX_LIBRARY_VERSION_STRING: which mpirun flags apply
+find_package(MPI QUIET COMPONENTS CXX)
+if(NOT MPI_CXX_FOUND)
+  message(STATUS "taskbench: MPI peer skipped: find_package(MPI) found no C++ MPI (Debian: libopenmpi-dev openmpi-bin)")
+else()
+  _taskbench_peer(taskbench-mpi mpi.cpp MPI::MPI_CXX)
+  set(_launcher ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} @WORKERS@)
+  if(MPI_CXX_LIBRARY_VERSION_STRING MATCHES "Open MPI")
+    list(APPEND _launcher --oversubscribe --bind-to none --allow-run-as-root)
+  endif()
+  list(APPEND _launcher ${MPIEXEC_PREFLAGS})
+  taskbench_add_validation_tests(mpi taskbench-mpi LAUNCHER ${_launcher} LABELS mpi)
+  if(TASKBENCH_SANITIZED AND WEFT_BUILD_TESTS)
+    # Open MPI and its plugins never free some start-up allocations, which LeakSanitizer reports at exit:
+    # the MPI runs keep every other check (addresses, undefined behaviour) but not the leak check.
+    set(_mpi_tests "")
+    foreach(type IN LISTS TASKBENCH_TYPES)
+      list(APPEND _mpi_tests taskbench.mpi.${type}.w1 taskbench.mpi.${type}.w2)
+    endforeach()
+    set_tests_properties(${_mpi_tests} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+  endif()
+  string(REGEX MATCH "^[^,\n]*" _mpi_version "${MPI_CXX_LIBRARY_VERSION_STRING}")
+  message(STATUS "taskbench: MPI peer (${_mpi_version}, ${MPIEXEC_EXECUTABLE}): taskbench-mpi")
+endif()
