@@ -12,6 +12,8 @@ PACKAGES=(
   googletest libgtest-dev                         # tests
   libtbb-dev clang-16 libomp-16-dev               # peers in the benchmarks (oneTBB, LLVM OpenMP)
   valgrind                                        # instruction counts (bench/micro/callgrind.sh)
+  nlohmann-json3-dev                              # tests: parsing profile and trace files
+  python3 python3-matplotlib python3-numpy        # tools/weft-gantt
 )
 
 check_only=0

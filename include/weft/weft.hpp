@@ -1,5 +1,6 @@
 // weft — umbrella header: everything a program needs.
 #pragma once
 
+#include "weft/profile.hpp"
 #include "weft/runtime.hpp"
 #include "weft/tasks.hpp"
