@@ -13,7 +13,8 @@ PACKAGES=(
   libtbb-dev clang-16 libomp-16-dev               # peers in the benchmarks (oneTBB, LLVM OpenMP)
   openmpi-bin libopenmpi-dev                      # MPI peer of the Task Bench benchmark (mpirun, mpicxx)
   valgrind                                        # instruction counts (bench/micro/callgrind.sh)
-  python3 python3-numpy python3-matplotlib       # the METG tool (tools/metg): computation and plots
+  nlohmann-json3-dev                              # tests: parsing profile and trace files
+  python3 python3-numpy python3-matplotlib        # tools: metg (METG sweeps and plots), weft-gantt
 )
 
 check_only=0

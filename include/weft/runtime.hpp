@@ -18,6 +18,7 @@
 namespace weft {
 
 class Context;
+struct Profile;
 namespace detail {
 class Engine;
 }
@@ -34,6 +35,34 @@ inline constexpr std::size_t kDefaultMaxTasks = 4096;
 /// Largest accepted values.
 inline constexpr unsigned kMaxThreads = 4096;
 inline constexpr std::size_t kMaxMaxTasks = std::size_t{1} << 24;
+/// Trace events each worker can hold (ProfileOptions::trace_buffer): default and largest accepted value.
+inline constexpr std::size_t kDefaultTraceBuffer = std::size_t{1} << 20;
+inline constexpr std::size_t kMaxTraceBuffer = std::size_t{1} << 28;
+
+/// Observability (see weft/profile.hpp for what is measured and the file formats). Everything is off by
+/// default; when it is off the engine pays one predictable branch per instrumentation point.
+struct ProfileOptions {
+  /// Measure every run: per-worker work / overhead / idle time, counters, discovery time, per-label
+  /// durations; Runtime::profile() returns the last run's. Implied by each field below.
+  bool enabled = false;
+  /// Print the profile of each run to stderr when it ends. Environment: WEFT_PROFILE=1.
+  bool print = false;
+  /// Write the profiles as JSON to this file: {"runs": [...]}, one entry appended per run, the file valid
+  /// after each run. Environment: WEFT_PROFILE=json:FILE.
+  std::string json_file;
+  /// Write a Chrome / Perfetto trace-event file when the Runtime is destroyed, covering every run.
+  /// Environment: WEFT_TRACE=FILE.
+  std::string trace_file;
+  /// Also record dependency edges (flow arrows in the trace). Environment: WEFT_TRACE_EDGES=1|0 (default 0).
+  bool trace_edges = false;
+  /// Events each worker's trace buffer holds (preallocated, one per task span, discovery span or edge).
+  /// When one fills, tracing stops with one warning; the file keeps what came before.
+  /// Environment: WEFT_TRACE_BUFFER (default kDefaultTraceBuffer, 1..kMaxTraceBuffer).
+  std::size_t trace_buffer = kDefaultTraceBuffer;
+
+  /// Whether any of the above asks for measurement.
+  bool active() const { return enabled || print || !json_file.empty() || !trace_file.empty(); }
+};
 
 struct Options {
   /// Workers, the run() caller included. Environment: WEFT_NUM_THREADS (default: all hardware threads).
@@ -48,6 +77,9 @@ struct Options {
   /// next without going through a queue (unless its queue holds a task of higher priority).
   /// Environment: WEFT_IMMEDIATE_SUCCESSOR=1|0 (default 1).
   bool immediate_successor = true;
+  /// Profiling and tracing (off by default). Environment: WEFT_PROFILE, WEFT_TRACE, WEFT_TRACE_EDGES,
+  /// WEFT_TRACE_BUFFER (see ProfileOptions).
+  ProfileOptions profile;
 
   /// Options read from the WEFT_* variables above; unset variables keep their defaults.
   /// Throws config_error naming the variable for a malformed or out-of-range value.
@@ -75,11 +107,14 @@ struct Stats {
 
 class Runtime {
  public:
-  /// Configured from the environment. A malformed WEFT_* variable prints one line naming it to stderr and
-  /// exits the process with status 2 (a deployment error; use Runtime(Options) to handle it yourself).
+  /// Configured from the environment. A malformed WEFT_* variable (or a profile / trace file that cannot be
+  /// created) prints one line naming it to stderr and exits the process with status 2 (a deployment error;
+  /// use Runtime(Options) to handle it yourself).
   Runtime();
-  /// Throws config_error for invalid options.
+  /// Throws config_error for invalid options, or when ProfileOptions::json_file / trace_file cannot be
+  /// created (both are opened, and truncated, here).
   explicit Runtime(const Options& options);
+  /// Writes the trace file (ProfileOptions::trace_file), if any.
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -97,6 +132,9 @@ class Runtime {
   const Options& options() const;
   Stats stats() const;
   void reset_stats();
+  /// The profile of the last run that returned (or threw); `valid` is false when profiling is off
+  /// (ProfileOptions::active()) or no run has ended yet. Declared in weft/profile.hpp.
+  Profile profile() const;
 
  private:
   void run_root(void (*call)(void*, Context&), void* arg);

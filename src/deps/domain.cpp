@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "trace/hooks.hpp"
 
 namespace weft::detail {
 
@@ -134,6 +135,7 @@ inline void release(Task* producer, Task* t) {
       if (p->succ_head.compare_exchange_weak(head, reinterpret_cast<std::uintptr_t>(e), std::memory_order_release,
                                              std::memory_order_acquire)) {
         ++c.edges_created;
+        trace::on_edge(w, p, target);
         return false;
       }
     } while (head != kClosed);
@@ -192,6 +194,7 @@ inline void release(Task* producer, Task* t) {
       if (p->succ_head.compare_exchange_weak(head, reinterpret_cast<std::uintptr_t>(e), std::memory_order_release,
                                              std::memory_order_acquire)) {
         ++c.edges_created;
+        trace::on_edge(w, p, target);
         break;
       }
     }
@@ -204,6 +207,7 @@ inline void release(Task* producer, Task* t) {
 Task* make_node(Worker& w, Task* producer, const std::vector<Task*>& preds) {
   Task* n = w.allocate();
   init_task(w, n, producer);
+  trace::on_node(w, n);
   n->flags = kNode;
   ++w.counters.internal_nodes;
   w.counters.edges_saved_inoutset -= static_cast<std::int64_t>(preds.size());  // n*(m-1) - m in the end
@@ -377,6 +381,7 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
     // Weak access: t is recorded as the accessor, but the predecessors gate a node its children will wait on.
     Task* node = w.allocate();
     init_task(w, node, t);
+    trace::on_node(w, node);
     node->flags = kNode | kWeakNode;
     ++w.counters.internal_nodes;
     TaskBuffer& wc = w.weak_scratch;

@@ -56,6 +56,28 @@ Options Options::from_environment() {
     else
       throw config_error(std::string("weft: WEFT_IMMEDIATE_SUCCESSOR='") + v + "' is invalid: expected 1 or 0");
   }
+  // Profiling and tracing (see ProfileOptions).
+  if (const char* v = std::getenv("WEFT_PROFILE")) {
+    if (std::strcmp(v, "1") == 0) {
+      o.profile.enabled = o.profile.print = true;
+    } else if (std::strncmp(v, "json:", 5) == 0 && v[5] != '\0') {
+      o.profile.enabled = true;
+      o.profile.json_file = v + 5;
+    } else if (!(std::strcmp(v, "0") == 0 || v[0] == '\0')) {
+      throw config_error(std::string("weft: WEFT_PROFILE='") + v + "' is invalid: expected 1, 0 or json:FILE");
+    }
+  }
+  if (const char* v = std::getenv("WEFT_TRACE")) o.profile.trace_file = v;  // empty: off
+  if (const char* v = std::getenv("WEFT_TRACE_EDGES")) {
+    if (std::strcmp(v, "1") == 0)
+      o.profile.trace_edges = true;
+    else if (std::strcmp(v, "0") == 0)
+      o.profile.trace_edges = false;
+    else
+      throw config_error(std::string("weft: WEFT_TRACE_EDGES='") + v + "' is invalid: expected 1 or 0");
+  }
+  if (const char* v = std::getenv("WEFT_TRACE_BUFFER"))
+    o.profile.trace_buffer = static_cast<std::size_t>(parse_integer("WEFT_TRACE_BUFFER", v, 1, kMaxTraceBuffer));
   return o;
 }
 
@@ -66,6 +88,9 @@ void Options::validate() const {
   if (max_tasks < 1 || max_tasks > kMaxMaxTasks)
     throw config_error("weft: Options::max_tasks=" + std::to_string(max_tasks) + " is invalid: expected 1 to " +
                        std::to_string(kMaxMaxTasks));
+  if (profile.trace_buffer < 1 || profile.trace_buffer > kMaxTraceBuffer)
+    throw config_error("weft: Options::profile.trace_buffer=" + std::to_string(profile.trace_buffer) +
+                       " is invalid: expected 1 to " + std::to_string(kMaxTraceBuffer));
 }
 
 }  // namespace weft

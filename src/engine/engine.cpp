@@ -13,6 +13,8 @@
 //               the completing thread never touches the descriptor again, so the producer may recycle it as soon
 //               as it sees kClosed and no record names it.
 #include "engine/engine.hpp"
+#include "trace/hooks.hpp"
+#include "trace/recorder.hpp"
 
 #include <pthread.h>
 #include <sched.h>
@@ -45,6 +47,49 @@ inline std::int64_t unfinished_children(const Worker& w, const Task* p) {
   return w.counted_parent == p ? n - w.counted : n;
 }
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Counters
+// ---------------------------------------------------------------------------------------------------------
+
+Counters operator-(const Counters& a, const Counters& b) {
+  Counters d;
+  d.tasks_created = a.tasks_created - b.tasks_created;
+  d.tasks_executed = a.tasks_executed - b.tasks_executed;
+  d.tasks_cancelled = a.tasks_cancelled - b.tasks_cancelled;
+  d.tasks_stolen = a.tasks_stolen - b.tasks_stolen;
+  d.immediate_successor = a.immediate_successor - b.immediate_successor;
+  d.edges_created = a.edges_created - b.edges_created;
+  d.edges_pruned_finished = a.edges_pruned_finished - b.edges_pruned_finished;
+  d.edges_pruned_duplicate = a.edges_pruned_duplicate - b.edges_pruned_duplicate;
+  d.internal_nodes = a.internal_nodes - b.internal_nodes;
+  d.throttle_stalls = a.throttle_stalls - b.throttle_stalls;
+  d.exceptions_dropped = a.exceptions_dropped - b.exceptions_dropped;
+  d.edges_saved_inoutset = a.edges_saved_inoutset - b.edges_saved_inoutset;
+  return d;
+}
+
+Stats sum_stats(const Counters* cs, std::size_t n) {
+  Stats s;
+  std::int64_t saved = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Counters& c = cs[i];
+    s.tasks_created += c.tasks_created;
+    s.tasks_executed += c.tasks_executed;
+    s.tasks_cancelled += c.tasks_cancelled;
+    s.tasks_stolen += c.tasks_stolen;
+    s.immediate_successor += c.immediate_successor;
+    s.edges_created += c.edges_created;
+    s.edges_pruned_finished += c.edges_pruned_finished;
+    s.edges_pruned_duplicate += c.edges_pruned_duplicate;
+    saved += c.edges_saved_inoutset;
+    s.internal_nodes += c.internal_nodes;
+    s.throttle_stalls += c.throttle_stalls;
+    s.exceptions_dropped += c.exceptions_dropped;
+  }
+  s.edges_saved_inoutset = saved > 0 ? static_cast<std::uint64_t>(saved) : 0;
+  return s;
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Pools
@@ -189,6 +234,7 @@ Task* find_queued_work(Worker& w) {
       if (!t) t = v.deque.steal();
       if (t) {
         ++w.counters.tasks_stolen;
+        trace::on_steal(w);
         if (v.deque.maybe_nonempty()) w.engine->wake_one();  // more where that came from: wake a helper
         return t;
       }
@@ -198,6 +244,7 @@ Task* find_queued_work(Worker& w) {
 }
 
 void idle_backoff(Worker& w) {
+  trace::on_idle(w);
   if (w.counted) flush_completions(w);
   // Spin (polling the queues) for some tens of microseconds, then yield, then sleep: a worker that finds no
   // work between the tasks of a busy program stays responsive, an idle one stops burning its core.
@@ -386,12 +433,14 @@ void run_task(Worker& w, Task* t) {
     ++w.counters.tasks_cancelled;
   } else {
     Context cx(t, &w);
+    trace::on_body_begin(w, t);
     try {
       t->invoke(t, cx);
     } catch (...) {
       t->cancelled.store(true, std::memory_order_relaxed);  // poisons the successors
       record_error(w, t->parent, std::current_exception());
     }
+    trace::on_body_end(w, t);
     ++w.counters.tasks_executed;
   }
   // Commutative exclusion covers the body only: holding the locks until the children (or the weak
@@ -429,6 +478,7 @@ Task* begin_spawn(Context& cx) {
   if (unfinished_children(w, p) + p->unpublished >= limit) {
     // Throttling: run tasks instead of spawning until half the bound remains.
     ++w.counters.throttle_stalls;
+    trace::on_runtime(w);
     publish_children(p);
     wait_until(w, [&] { return unfinished_children(w, p) <= limit / 2; });
     if (w.next) {  // leave the chain we were running where other workers can take it
@@ -437,10 +487,13 @@ Task* begin_spawn(Context& cx) {
     }
   }
   // Recycle finished children every kSweepAt retirements (amortised: one pass frees a batch).
-  if (p->retired_count % kSweepAt == 0 && p->retired_count != 0)
+  if (p->retired_count % kSweepAt == 0 && p->retired_count != 0) {
+    trace::on_runtime(w);
     sweep_retired(w, p, p->retired_count >= 2 * static_cast<std::uint32_t>(limit) + kSweepAt);
+  }
   Task* t = w.allocate();
   init_task(w, t, p);
+  trace::on_spawn_begin(w, t);  // before t is published: its trace id
   return t;
 }
 
@@ -460,6 +513,7 @@ void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const 
   }
   if (t->record_refs == 0) retire(p, t);
   if (ready) schedule(w, t);
+  trace::on_spawn_end(w);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -528,6 +582,10 @@ Engine::Engine(const Options& o) : options(o) {
     workers.push_back(std::make_unique<Worker>(*this, i));
     workers.back()->immediate_successor = options.immediate_successor;
   }
+  if (options.profile.active()) {
+    recorder = std::make_unique<trace::Recorder>(*this, options.profile, options.num_threads);
+    for (unsigned i = 0; i < options.num_threads; ++i) workers[i]->trace = &recorder->log(i);
+  }
   for (unsigned i = 1; i < options.num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
 }
 
@@ -538,6 +596,7 @@ Engine::~Engine() {
     sleep_cv.notify_all();
   }
   for (auto& t : threads_) t.join();
+  if (recorder) recorder->finish();
 }
 
 namespace {
@@ -566,12 +625,16 @@ void Engine::worker_main(unsigned id) {
   if (options.bind_to_cores) bind_to_core(id);
   while (!stop_.load(std::memory_order_acquire)) {
     if (!running_.load(std::memory_order_acquire)) {
+      if (w.trace) [[unlikely]]
+        trace::leave_run(*w.trace);
       std::unique_lock<std::mutex> lk(sleep_mutex);
       sleep_cv.wait(lk, [&] {
         return stop_.load(std::memory_order_relaxed) || running_.load(std::memory_order_relaxed);
       });
       continue;
     }
+    if (w.trace) [[unlikely]]
+      if (!trace::enter_run(*w.trace, running_)) continue;  // the run ended meanwhile
     if (Task* t = find_work(w)) {
       w.idle_rounds = 0;
       run_task(w, t);
@@ -579,6 +642,8 @@ void Engine::worker_main(unsigned id) {
       idle_backoff(w);
     }
   }
+  if (w.trace) [[unlikely]]
+    trace::leave_run(*w.trace);
   tls_worker = nullptr;
 }
 
@@ -591,6 +656,7 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   cpu_set_t caller_affinity;
   const bool rebind = options.bind_to_cores && sched_getaffinity(0, sizeof(caller_affinity), &caller_affinity) == 0;
   if (rebind) bind_to_core(0);
+  if (recorder) recorder->begin_run(w);
   {
     std::lock_guard<std::mutex> g(sleep_mutex);
     running_.store(true, std::memory_order_release);
@@ -599,14 +665,17 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
 
   Task* root = w.allocate();
   init_task(w, root, nullptr);
+  trace::on_node(w, root);
   std::exception_ptr body_error;
   {
     Context cx(root, &w);
+    trace::on_body_begin(w, root);
     try {
       call(arg, cx);
     } catch (...) {
       body_error = std::current_exception();
     }
+    trace::on_body_end(w, root);
   }
   // Implicit taskwait: every task of the run descends from the root.
   publish_children(root);
@@ -620,6 +689,7 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   }
   free_task(w, root);
   running_.store(false, std::memory_order_release);
+  if (recorder) recorder->end_run(w);
   tls_worker = nullptr;
   if (rebind) sched_setaffinity(0, sizeof(caller_affinity), &caller_affinity);
   if (body_error) std::rethrow_exception(body_error);
@@ -635,14 +705,12 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
 namespace weft {
 
 Runtime::Runtime() {
-  Options o;
   try {
-    o = Options::from_environment();
-  } catch (const config_error& e) {
+    engine_ = std::make_unique<detail::Engine>(Options::from_environment());
+  } catch (const config_error& e) {  // also a profile / trace file that cannot be created
     std::fprintf(stderr, "%s\n", e.what());
     std::exit(2);
   }
-  engine_ = std::make_unique<detail::Engine>(o);
 }
 
 Runtime::Runtime(const Options& options) : engine_(std::make_unique<detail::Engine>(options)) {}
@@ -653,26 +721,12 @@ unsigned Runtime::num_workers() const { return static_cast<unsigned>(engine_->wo
 const Options& Runtime::options() const { return engine_->options; }
 
 Stats Runtime::stats() const {
-  Stats s;
-  std::int64_t saved = 0;
-  for (auto& wp : engine_->workers) {
-    const detail::Counters& c = wp->counters;
-    s.tasks_created += c.tasks_created;
-    s.tasks_executed += c.tasks_executed;
-    s.tasks_cancelled += c.tasks_cancelled;
-    s.tasks_stolen += c.tasks_stolen;
-    s.immediate_successor += c.immediate_successor;
-    s.edges_created += c.edges_created;
-    s.edges_pruned_finished += c.edges_pruned_finished;
-    s.edges_pruned_duplicate += c.edges_pruned_duplicate;
-    saved += c.edges_saved_inoutset;
-    s.internal_nodes += c.internal_nodes;
-    s.throttle_stalls += c.throttle_stalls;
-    s.exceptions_dropped += c.exceptions_dropped;
-  }
-  s.edges_saved_inoutset = saved > 0 ? static_cast<std::uint64_t>(saved) : 0;
-  return s;
+  std::vector<detail::Counters> c;
+  for (auto& wp : engine_->workers) c.push_back(wp->counters);
+  return detail::sum_stats(c.data(), c.size());
 }
+
+Profile Runtime::profile() const { return engine_->recorder ? engine_->recorder->last_profile() : Profile{}; }
 
 void Runtime::reset_stats() {
   for (auto& wp : engine_->workers) wp->counters = detail::Counters{};
@@ -681,14 +735,17 @@ void Runtime::reset_stats() {
 void Context::taskwait() {
   detail::Worker& w = *worker_;
   detail::Task* t = task_;
+  detail::trace::on_wait_begin(w);
   detail::publish_children(t);
   detail::wait_until(w, [&] { return detail::unfinished_children(w, t) == 0; });
   detail::sweep_retired(w, t, /*full=*/true);
+  detail::trace::on_wait_end(w);
   detail::rethrow_child_error(t);
 }
 
 void Context::taskwait_on(const void* address) {
   detail::Worker& w = *worker_;
+  detail::trace::on_wait_begin(w);
   detail::writers_of(w, task_, address);
   std::vector<detail::Task*> preds(w.scratch.data(), w.scratch.data() + w.scratch.size());
   w.scratch.clear();
@@ -698,6 +755,7 @@ void Context::taskwait_on(const void* address) {
       if (!detail::finished(p)) return false;
     return true;
   });
+  detail::trace::on_wait_end(w);
   detail::rethrow_child_error(task_);
 }
 

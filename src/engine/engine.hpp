@@ -18,6 +18,10 @@
 namespace weft::detail {
 
 class Engine;
+namespace trace {
+struct Log;
+class Recorder;
+}  // namespace trace
 
 /// Per-worker counters: written only by their worker, summed by Runtime::stats() after a run.
 struct Counters {
@@ -26,6 +30,10 @@ struct Counters {
                 internal_nodes = 0, throttle_stalls = 0, exceptions_dropped = 0;
   std::int64_t edges_saved_inoutset = 0;  ///< signed: a join node costs its m edges before it saves any
 };
+/// a - b, field by field (one run's counters: at its end minus at its start).
+Counters operator-(const Counters& a, const Counters& b);
+/// The public Stats of the sum of n workers' counters.
+Stats sum_stats(const Counters* c, std::size_t n);
 
 /// A growable array that keeps its storage across uses (no allocation on the hot path).
 class TaskBuffer {
@@ -61,6 +69,7 @@ struct alignas(64) Worker {
   std::uint64_t rng;
   unsigned idle_rounds = 0;
   Counters counters;
+  trace::Log* trace = nullptr;  ///< profiling / tracing recorder of this worker; null when off (src/trace)
 
   // Pool of task descriptors: a private free list, plus a list other workers return descriptors to.
   Task* free_list = nullptr;
@@ -95,6 +104,7 @@ class Engine {
 
   Options options;
   std::vector<std::unique_ptr<Worker>> workers;
+  std::unique_ptr<trace::Recorder> recorder;  ///< null unless Options::profile.active()
 
   std::atomic<int> sleepers{0};
   std::mutex sleep_mutex;

@@ -51,6 +51,7 @@ struct alignas(64) Task {
   // --- set once at spawn ---
   Task* parent;
   std::int32_t priority;
+  std::uint32_t trace_id;                 ///< profiling / tracing only: id in the trace (wraps after 2^32)
   const char* label;
   void (*invoke)(Task*, Context&);        ///< runs and destroys the body; null for internal nodes
   void (*destroy)(Task*);                 ///< destroys the body without running it
@@ -77,6 +78,7 @@ struct alignas(64) Task {
 
   EdgeNode edges[kInlineEdges];
   alignas(16) unsigned char body[kInlineBody];
+  std::uint64_t trace_tag;                ///< tracing only: iteration, key, ... (see src/trace/hooks.hpp)
 };
 
 inline constexpr std::int64_t kAliveGuard = std::int64_t{1} << 30;

@@ -1,0 +1,126 @@
+// Profile formatting: the text table (WEFT_PROFILE=1) and the JSON object (WEFT_PROFILE=json:FILE).
+#include <string>
+
+#include "trace/json.hpp"
+#include "weft/profile.hpp"
+
+namespace weft {
+
+using detail::trace::append_json_string;
+using detail::trace::appendf;
+
+namespace {
+double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+void worker_row(std::string& o, const char* name, const WorkerProfile& w, double wall) {
+  appendf(o, "  %-7s %11.6f %6.1f%% %11.6f %6.1f%% %11.6f %6.1f%% %10llu %10llu %8llu %9llu %7llu\n", name,
+          w.work_seconds, pct(w.work_seconds, wall), w.overhead_seconds, pct(w.overhead_seconds, wall),
+          w.idle_seconds, pct(w.idle_seconds, wall), static_cast<unsigned long long>(w.tasks_created),
+          static_cast<unsigned long long>(w.tasks_executed), static_cast<unsigned long long>(w.tasks_stolen),
+          static_cast<unsigned long long>(w.immediate_successor), static_cast<unsigned long long>(w.throttle_stalls));
+}
+
+void worker_json(std::string& o, const WorkerProfile& w) {
+  appendf(o,
+          "{\"work_s\": %.9f, \"overhead_s\": %.9f, \"idle_s\": %.9f, \"tasks_created\": %llu, "
+          "\"tasks_executed\": %llu, \"tasks_stolen\": %llu, \"immediate_successor\": %llu, \"throttle_stalls\": %llu}",
+          w.work_seconds, w.overhead_seconds, w.idle_seconds, static_cast<unsigned long long>(w.tasks_created),
+          static_cast<unsigned long long>(w.tasks_executed), static_cast<unsigned long long>(w.tasks_stolen),
+          static_cast<unsigned long long>(w.immediate_successor), static_cast<unsigned long long>(w.throttle_stalls));
+}
+
+using ull = unsigned long long;
+}  // namespace
+
+std::string to_text(const Profile& p) {
+  std::string o;
+  if (!p.valid) return "weft profile: none (profiling off, or no run has ended)\n";
+  const double wall = p.wall_seconds, all = wall * static_cast<double>(p.workers.size());
+  appendf(o, "weft profile: run %llu, %zu worker%s, %.6f s wall\n", static_cast<ull>(p.run), p.workers.size(),
+          p.workers.size() == 1 ? "" : "s", wall);
+  o += "  worker       work s  work%  overhead s  ovhd%      idle s  idle%    created   executed   stolen  "
+       "imm.succ  stalls\n";
+  for (std::size_t i = 0; i < p.workers.size(); ++i) worker_row(o, std::to_string(i).c_str(), p.workers[i], wall);
+  worker_row(o, "total", p.total, all);
+  const Stats& s = p.stats;
+  appendf(o, "  tasks: created %llu, executed %llu, cancelled %llu, stolen %llu, immediate successor %llu\n",
+          static_cast<ull>(s.tasks_created), static_cast<ull>(s.tasks_executed), static_cast<ull>(s.tasks_cancelled),
+          static_cast<ull>(s.tasks_stolen), static_cast<ull>(s.immediate_successor));
+  appendf(o,
+          "  edges: created %llu, pruned (predecessor finished) %llu, pruned (duplicate) %llu, saved by inoutset "
+          "nodes %llu; internal nodes %llu\n",
+          static_cast<ull>(s.edges_created), static_cast<ull>(s.edges_pruned_finished),
+          static_cast<ull>(s.edges_pruned_duplicate), static_cast<ull>(s.edges_saved_inoutset),
+          static_cast<ull>(s.internal_nodes));
+  appendf(o, "  throttling stalls: %llu\n", static_cast<ull>(s.throttle_stalls));
+  appendf(o, "  discovery: root spawned %llu tasks in %.6f s (first to last spawn, %.1f%% of wall)",
+          static_cast<ull>(p.root_children), p.discovery_seconds, pct(p.discovery_seconds, wall));
+  if (p.spawning_tasks)
+    appendf(o, "; %llu other tasks spawned, %.6f s first to last spawn in total", static_cast<ull>(p.spawning_tasks),
+            p.nested_discovery_seconds);
+  o += "\n";
+  if (!p.labels.empty()) {
+    o += "  label (work time per body)              count       mean us        max us      total ms\n";
+    for (const LabelProfile& l : p.labels)
+      appendf(o, "  %-36.36s %10llu %13.3f %13.3f %13.3f\n", l.label.c_str(), static_cast<ull>(l.count),
+              l.mean_seconds * 1e6, l.max_seconds * 1e6, l.total_seconds * 1e3);
+  }
+  if (!p.phases.empty()) {
+    o += "  phase                                   tag      begin ms   duration ms\n";
+    for (const PhaseProfile& ph : p.phases)
+      appendf(o, "  %-30.30s %12llu %13.3f %13.3f\n", ph.name.c_str(), static_cast<ull>(ph.tag),
+              ph.begin_seconds * 1e3, ph.seconds * 1e3);
+  }
+  if (p.trace_truncated) o += "  trace: buffer full, tracing stopped (raise WEFT_TRACE_BUFFER)\n";
+  return o;
+}
+
+std::string to_json(const Profile& p) {
+  std::string o;
+  appendf(o, "{\"valid\": %s, \"run\": %llu, \"wall_s\": %.9f, \"workers\": [", p.valid ? "true" : "false",
+          static_cast<ull>(p.run), p.wall_seconds);
+  for (std::size_t i = 0; i < p.workers.size(); ++i) {
+    if (i) o += ", ";
+    worker_json(o, p.workers[i]);
+  }
+  o += "], \"total\": ";
+  worker_json(o, p.total);
+  const Stats& s = p.stats;
+  appendf(o,
+          ", \"stats\": {\"tasks_created\": %llu, \"tasks_executed\": %llu, \"tasks_cancelled\": %llu, "
+          "\"tasks_stolen\": %llu, \"immediate_successor\": %llu, \"edges_created\": %llu, ",
+          static_cast<ull>(s.tasks_created), static_cast<ull>(s.tasks_executed), static_cast<ull>(s.tasks_cancelled),
+          static_cast<ull>(s.tasks_stolen), static_cast<ull>(s.immediate_successor),
+          static_cast<ull>(s.edges_created));
+  appendf(o,
+          "\"edges_pruned_finished\": %llu, \"edges_pruned_duplicate\": %llu, \"edges_saved_inoutset\": %llu, "
+          "\"internal_nodes\": %llu, \"throttle_stalls\": %llu, \"exceptions_dropped\": %llu}",
+          static_cast<ull>(s.edges_pruned_finished), static_cast<ull>(s.edges_pruned_duplicate),
+          static_cast<ull>(s.edges_saved_inoutset), static_cast<ull>(s.internal_nodes),
+          static_cast<ull>(s.throttle_stalls), static_cast<ull>(s.exceptions_dropped));
+  appendf(o,
+          ", \"discovery_s\": %.9f, \"root_children\": %llu, \"spawning_tasks\": %llu, "
+          "\"nested_discovery_s\": %.9f, \"labels\": [",
+          p.discovery_seconds, static_cast<ull>(p.root_children), static_cast<ull>(p.spawning_tasks),
+          p.nested_discovery_seconds);
+  for (std::size_t i = 0; i < p.labels.size(); ++i) {
+    const LabelProfile& l = p.labels[i];
+    o += i ? ", {\"label\": " : "{\"label\": ";
+    append_json_string(o, l.label.c_str());
+    appendf(o, ", \"count\": %llu, \"total_s\": %.9f, \"mean_s\": %.9f, \"max_s\": %.9f}", static_cast<ull>(l.count),
+            l.total_seconds, l.mean_seconds, l.max_seconds);
+  }
+  o += "], \"phases\": [";
+  for (std::size_t i = 0; i < p.phases.size(); ++i) {
+    const PhaseProfile& ph = p.phases[i];
+    o += i ? ", {\"name\": " : "{\"name\": ";
+    append_json_string(o, ph.name.c_str());
+    appendf(o, ", \"tag\": %llu, \"begin_s\": %.9f, \"seconds\": %.9f}", static_cast<ull>(ph.tag), ph.begin_seconds,
+            ph.seconds);
+  }
+  appendf(o, "], \"trace_events\": %llu, \"trace_truncated\": %s}", static_cast<ull>(p.trace_events),
+          p.trace_truncated ? "true" : "false");
+  return o;
+}
+
+}  // namespace weft

@@ -1,0 +1,618 @@
+// Profiles and traces: counts, the work/overhead/idle breakdown, per-label times, the Chrome trace file
+// (spans per task on the right worker, nesting, edges), a full trace buffer, the JSON profile file, the
+// WEFT_PROFILE / WEFT_TRACE* variables, and the front-end phase hook.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <weft/weft.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../common/test_util.hpp"
+#include "trace/hooks.hpp"  // the front-end phase hook (internal)
+
+using namespace weft_test;
+using json = nlohmann::json;
+
+namespace {
+
+// Busy-waits `us` microseconds of wall time; returns the seconds it actually took (more than `us` when the
+// thread was preempted: the profile measures wall time, so tests compare it with this, not with `us`).
+double busy(double us) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::duration<double, std::micro>(us);
+  auto now = start;
+  while (now < end) now = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(now - start).count();
+}
+
+// Sums seconds from several threads.
+struct Seconds {
+  std::atomic<std::int64_t> ns{0};
+  void add(double s) { ns += static_cast<std::int64_t>(s * 1e9); }
+  double get() const { return static_cast<double>(ns.load()) * 1e-9; }
+};
+
+std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "weft_" + name + "_" + std::to_string(::getpid()) + ".json";
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return json::parse(in);  // throws (fails the test) on malformed JSON
+}
+
+weft::Options profiled(unsigned workers) {
+  weft::Options o;
+  o.num_threads = workers;
+  o.profile.enabled = true;
+  return o;
+}
+
+struct SpanRec {
+  std::string name;
+  long long tid;
+  double ts, dur;
+  std::uint64_t id;
+};
+
+std::vector<SpanRec> spans(const json& trace, const char* cat) {
+  std::vector<SpanRec> out;
+  for (const json& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X" && e.at("cat") == cat)
+      out.push_back({e.at("name"), e.at("tid"), e.at("ts"), e.at("dur"), e.at("args").at("id")});
+  return out;
+}
+
+// Spans on one track are laminar: two spans are disjoint or one contains the other.
+void expect_laminar(std::vector<SpanRec> v) {
+  std::map<long long, std::vector<SpanRec>> by_tid;
+  for (auto& s : v) by_tid[s.tid].push_back(s);
+  for (auto& [tid, list] : by_tid) {
+    std::sort(list.begin(), list.end(), [](const SpanRec& a, const SpanRec& b) {
+      return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur;  // enclosing first
+    });
+    std::vector<const SpanRec*> open;
+    for (const SpanRec& s : list) {
+      while (!open.empty() && open.back()->ts + open.back()->dur <= s.ts) open.pop_back();
+      if (!open.empty()) {
+        EXPECT_LE(s.ts + s.dur, open.back()->ts + open.back()->dur + 1e-9)
+            << "span " << s.name << " partially overlaps " << open.back()->name << " on worker " << tid;
+      }
+      open.push_back(&s);
+    }
+  }
+}
+
+class EnvGuard : public testing::Test {
+ protected:
+  static constexpr const char* kVars[] = {"WEFT_PROFILE", "WEFT_TRACE", "WEFT_TRACE_EDGES", "WEFT_TRACE_BUFFER"};
+  void SetUp() override {
+    for (const char* v : kVars) ::unsetenv(v);
+  }
+  void TearDown() override {
+    for (const char* v : kVars) ::unsetenv(v);
+  }
+};
+
+// ------------------------------------------------------------------------------------------------------
+// Profile
+// ------------------------------------------------------------------------------------------------------
+
+TEST(Profile, OffByDefault) {
+  weft::Options o;
+  o.num_threads = 2;
+  weft::Runtime rt(o);
+  rt.run([](weft::Context& cx) { cx.spawn([] {}); });
+  EXPECT_FALSE(rt.profile().valid);
+  EXPECT_NE(weft::to_text(rt.profile()).find("none"), std::string::npos);
+}
+
+TEST(Profile, KnownTasksGiveExactCountsAndTheirBusyTime) {
+  const int n = 40;
+  const double t_us = 500;
+  weft::Runtime rt(profiled(2));
+  rt.reset_stats();
+  Seconds measured;  // the bodies' busy time as they measured it themselves
+  rt.run([&](weft::Context& cx) {
+    for (int i = 0; i < n; ++i) cx.spawn([&] { measured.add(busy(t_us)); }, weft::label("busy"));
+    cx.spawn([] {}, weft::label("empty"));
+  });
+  const weft::Profile p = rt.profile();
+  ASSERT_TRUE(p.valid);
+  EXPECT_EQ(p.run, 1u);
+  ASSERT_EQ(p.workers.size(), 2u);
+  EXPECT_EQ(p.stats.tasks_created, n + 1u);
+  EXPECT_EQ(p.stats.tasks_executed, n + 1u);
+  EXPECT_EQ(p.total.tasks_created, n + 1u);
+  EXPECT_EQ(p.total.tasks_executed, n + 1u);
+  EXPECT_EQ(p.workers[0].tasks_created, n + 1u);  // the root runs on worker 0
+  EXPECT_EQ(p.workers[0].tasks_executed + p.workers[1].tasks_executed, n + 1u);
+  EXPECT_EQ(p.workers[1].tasks_stolen, p.workers[1].tasks_executed);  // worker 1 has only what it steals
+  const weft::Stats s = rt.stats();
+  EXPECT_EQ(p.stats.tasks_stolen, s.tasks_stolen);
+  EXPECT_EQ(p.stats.immediate_successor, s.immediate_successor);
+  EXPECT_EQ(p.root_children, n + 1u);
+  EXPECT_EQ(p.spawning_tasks, 0u);
+  EXPECT_GT(p.discovery_seconds, 0.0);
+  EXPECT_LE(p.discovery_seconds, p.wall_seconds);
+
+  ASSERT_EQ(p.labels.size(), 2u);
+  EXPECT_EQ(p.labels[0].label, "busy");  // sorted by total work
+  EXPECT_EQ(p.labels[0].count, static_cast<std::uint64_t>(n));
+  EXPECT_EQ(p.labels[1].label, "empty");
+  EXPECT_EQ(p.labels[1].count, 1u);
+  // The profile's work time of the busy bodies is their busy time, give or take the call into the body
+  // (slack for one preemption in that window on a loaded machine).
+  const double busy_s = measured.get();
+  EXPECT_GE(busy_s, n * t_us * 1e-6);
+  EXPECT_GE(p.labels[0].total_seconds, busy_s * 0.999);
+  EXPECT_LE(p.labels[0].total_seconds, busy_s * 1.01 + 0.005);
+  EXPECT_GE(p.labels[0].mean_seconds, t_us * 1e-6 * 0.999);
+  EXPECT_GE(p.labels[0].max_seconds, p.labels[0].mean_seconds);
+  // Work: the busy bodies plus a little (the root function and the empty task).
+  EXPECT_GE(p.total.work_seconds, p.labels[0].total_seconds);
+  EXPECT_LE(p.total.work_seconds, p.labels[0].total_seconds + 0.005);
+  for (const weft::WorkerProfile& w : p.workers) {
+    EXPECT_GE(w.overhead_seconds, 0.0);
+    EXPECT_GE(w.idle_seconds, 0.0);
+    const double sum = w.work_seconds + w.overhead_seconds + w.idle_seconds;
+    EXPECT_NEAR(sum, p.wall_seconds, 1e-9 + 1e-9 * p.wall_seconds);
+  }
+  const std::string text = weft::to_text(p);
+  EXPECT_NE(text.find("weft profile: run 1, 2 workers"), std::string::npos) << text;
+  EXPECT_NE(text.find("busy"), std::string::npos) << text;
+}
+
+TEST(Profile, CountersMatchStatsOfTheRun) {
+  weft::Runtime rt(profiled(2));
+  long x = 0, y = 0;
+  rt.run([&](weft::Context& cx) { cx.spawn([&] { ++x; }, weft::out(x)); });
+  rt.reset_stats();
+  rt.run([&](weft::Context& cx) {
+    for (int i = 0; i < 200; ++i) cx.spawn([&] { ++x; }, weft::inout(x));
+    for (int i = 0; i < 4; ++i) cx.spawn([] {}, weft::inoutset(y));
+    for (int i = 0; i < 3; ++i) cx.spawn([&] { (void)y; }, weft::in(y));
+  });
+  const weft::Profile p = rt.profile();
+  const weft::Stats s = rt.stats();  // since reset_stats: the second run only
+  EXPECT_EQ(p.run, 2u);
+  EXPECT_EQ(p.stats.tasks_created, s.tasks_created);
+  EXPECT_EQ(p.stats.tasks_executed, s.tasks_executed);
+  EXPECT_EQ(p.stats.edges_created, s.edges_created);
+  EXPECT_EQ(p.stats.edges_pruned_finished, s.edges_pruned_finished);
+  EXPECT_EQ(p.stats.edges_pruned_duplicate, s.edges_pruned_duplicate);
+  EXPECT_EQ(p.stats.edges_saved_inoutset, s.edges_saved_inoutset);
+  EXPECT_EQ(p.stats.internal_nodes, s.internal_nodes);
+  EXPECT_EQ(p.stats.tasks_created, 207u);
+  EXPECT_EQ(p.stats.edges_created + p.stats.edges_pruned_finished + p.stats.edges_pruned_duplicate, 199u + 4u + 3u)
+      << "chain: 199 links; the group waits on nothing; a join node after its 4 members; 3 readers after it";
+}
+
+TEST(Profile, NestedTasksCountAsTheirOwnWorkNotTheWaiters) {
+  // One worker: the children run inline during the parent's taskwait. The parent's own work is short.
+  weft::Runtime rt(profiled(1));
+  double parent_busy = 0;
+  rt.run([&](weft::Context& cx) {
+    cx.spawn(
+        [&](weft::Context& c) {
+          parent_busy = busy(1000);
+          for (int i = 0; i < 4; ++i) c.spawn([] { busy(5000); }, weft::label("child"));
+          c.taskwait();
+        },
+        weft::label("parent"));
+  });
+  const weft::Profile p = rt.profile();
+  std::map<std::string, weft::LabelProfile> by;
+  for (auto& l : p.labels) by[l.label] = l;
+  ASSERT_EQ(by.count("parent"), 1u);
+  ASSERT_EQ(by.count("child"), 1u);
+  EXPECT_EQ(by["child"].count, 4u);
+  EXPECT_GE(by["child"].total_seconds, 0.0199);
+  EXPECT_GE(by["parent"].total_seconds, 0.00099);
+  // Counting the inline children in the parent would add their 20 ms or more.
+  EXPECT_LT(by["parent"].total_seconds, parent_busy + 0.5 * by["child"].total_seconds)
+      << "the parent's work must not include its inline children";
+  EXPECT_EQ(p.spawning_tasks, 1u);
+  EXPECT_GT(p.nested_discovery_seconds, 0.0);
+}
+
+TEST(Profile, PrintsAtTheEndOfEachRun) {
+  weft::Options o = profiled(1);
+  o.profile.print = true;
+  weft::Runtime rt(o);
+  testing::internal::CaptureStderr();
+  rt.run([](weft::Context& cx) { cx.spawn([] {}, weft::label("printed")); });
+  rt.run([](weft::Context& cx) { cx.spawn([] {}); });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("weft profile: run 1, 1 worker,"), std::string::npos) << err;
+  EXPECT_NE(err.find("weft profile: run 2, 1 worker,"), std::string::npos) << err;
+  EXPECT_NE(err.find("printed"), std::string::npos) << err;
+  EXPECT_NE(err.find("(unlabelled)"), std::string::npos) << err;
+  EXPECT_NE(err.find("edges: created"), std::string::npos) << err;
+}
+
+TEST(Profile, JsonFileHoldsEveryRunAndIsValidAfterEach) {
+  const std::string path = temp_path("profile");
+  weft::Options o;
+  o.num_threads = 2;
+  o.profile.json_file = path;
+  {
+    weft::Runtime rt(o);
+    rt.run([](weft::Context& cx) {
+      for (int i = 0; i < 10; ++i) cx.spawn([] {}, weft::label("a\"quoted\\label"));
+    });
+    json j = read_json(path);
+    ASSERT_EQ(j.at("runs").size(), 1u);
+    EXPECT_EQ(j["runs"][0]["stats"]["tasks_executed"], 10);
+    EXPECT_EQ(j["runs"][0]["labels"][0]["label"], "a\"quoted\\label");
+    rt.run([](weft::Context& cx) { cx.spawn([] {}); });
+    j = read_json(path);
+    ASSERT_EQ(j.at("runs").size(), 2u);
+    EXPECT_EQ(j["runs"][1]["run"], 2);
+    EXPECT_EQ(j["runs"][1]["stats"]["tasks_executed"], 1);
+    EXPECT_EQ(j["runs"][1]["workers"].size(), 2u);
+    const json& w = j["runs"][1]["total"];
+    for (const char* k : {"work_s", "overhead_s", "idle_s", "tasks_created", "tasks_stolen", "immediate_successor"})
+      EXPECT_TRUE(w.contains(k)) << k;
+    EXPECT_TRUE(rt.profile().valid);  // the file implies profiling
+  }
+  std::remove(path.c_str());
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Trace
+// ------------------------------------------------------------------------------------------------------
+
+TEST(Trace, OneSpanPerTaskOnTheWorkerThatRanIt) {
+  const int n = static_cast<int>(scaled(300, 50));
+  const std::string path = temp_path("trace_spans");
+  std::vector<std::string> names(n);
+  for (int i = 0; i < n; ++i) names[i] = std::string(1, 't').append(std::to_string(i));
+  std::vector<int> ran_on(n, -1);
+  weft::Stats stats;
+  {
+    weft::Options o;
+    o.num_threads = 2;
+    o.profile.trace_file = path;
+    weft::Runtime rt(o);
+    rt.run([&](weft::Context& cx) {
+      for (int i = 0; i < n; ++i)
+        cx.spawn([&, i](weft::Context& c) { ran_on[i] = static_cast<int>(c.worker_id()); busy(20); },
+                 weft::label(names[i].c_str()), weft::priority(i % 3));
+    });
+    stats = rt.stats();
+  }  // the trace is written here
+  const json j = read_json(path);
+  EXPECT_EQ(j.at("otherData").at("workers"), 2);
+  EXPECT_EQ(j.at("otherData").at("truncated"), false);
+  const auto tasks = spans(j, "task");
+  ASSERT_EQ(tasks.size(), static_cast<std::size_t>(n));
+  ASSERT_EQ(stats.tasks_executed, static_cast<std::uint64_t>(n));
+  std::map<std::string, SpanRec> by_name;
+  for (const auto& s : tasks) EXPECT_TRUE(by_name.emplace(s.name, s).second) << "two spans for " << s.name;
+  for (int i = 0; i < n; ++i) {
+    auto it = by_name.find(names[i]);
+    ASSERT_NE(it, by_name.end()) << names[i];
+    EXPECT_EQ(it->second.tid, ran_on[i]) << names[i];
+    EXPECT_GE(it->second.dur, 19.0) << names[i];
+  }
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "task") {
+      EXPECT_EQ(e["args"]["priority"], std::stoi(e["name"].get<std::string>().substr(1)) % 3);
+    }
+  }
+  const auto roots = spans(j, "root");
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].tid, 0);
+  const auto disc = spans(j, "discovery");
+  ASSERT_EQ(disc.size(), 1u);
+  EXPECT_EQ(disc[0].tid, weft::kMaxThreads + 0);
+  EXPECT_EQ(disc[0].id, roots[0].id);
+  int run_b = 0, run_e = 0;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "discovery") {
+      EXPECT_EQ(e["args"]["children"], n);
+    }
+    if (e.value("cat", "") == "run") (e["ph"] == "b" ? run_b : run_e)++;
+    EXPECT_NE(e["ph"], "s") << "no flow events without trace_edges";
+  }
+  EXPECT_EQ(run_b, 1);
+  EXPECT_EQ(run_e, 1);
+  expect_laminar(tasks);
+  std::remove(path.c_str());
+}
+
+// A binary tree whose inner tasks wait for their children: on each worker track, spans nest or are disjoint,
+// and a child that ran on its parent's worker lies inside the parent's span (it ran during the taskwait).
+void tree(weft::Context& cx, int node, int depth, const std::vector<std::string>& names) {
+  busy(5);
+  if (depth == 0) return;
+  for (int k = 1; k <= 2; ++k) {
+    const int c = 2 * node + k;
+    cx.spawn([c, depth, &names](weft::Context& cc) { tree(cc, c, depth - 1, names); },
+             weft::label(names[c].c_str()));
+  }
+  cx.taskwait();
+}
+
+TEST(Trace, NestedSpansNestOnTheirTrack) {
+  const int depth = kSanitized ? 6 : 8;
+  const int nodes = (1 << (depth + 1)) - 1;
+  std::vector<std::string> names(nodes);
+  for (int i = 0; i < nodes; ++i) names[i] = std::to_string(i);
+  const std::string path = temp_path("trace_nested");
+  {
+    weft::Options o;
+    o.num_threads = 2;
+    o.profile.trace_file = path;
+    weft::Runtime rt(o);
+    rt.run([&](weft::Context& cx) {
+      cx.spawn([&](weft::Context& c) { tree(c, 0, depth, names); }, weft::label(names[0].c_str()));
+    });
+  }
+  const json j = read_json(path);
+  const auto tasks = spans(j, "task");
+  ASSERT_EQ(tasks.size(), static_cast<std::size_t>(nodes));
+  expect_laminar(tasks);
+  std::map<int, SpanRec> by;
+  for (auto& s : tasks) by.emplace(std::stoi(s.name), s);
+  int inline_children = 0;
+  for (int c = 1; c < nodes; ++c) {
+    const SpanRec &child = by.at(c), &parent = by.at((c - 1) / 2);
+    EXPECT_GE(child.ts, parent.ts) << c;  // children start after their parent's body did
+    if (child.tid != parent.tid) continue;
+    ++inline_children;
+    EXPECT_LE(child.ts + child.dur, parent.ts + parent.dur + 1e-9) << "child " << c << " outside its parent";
+  }
+  EXPECT_GT(inline_children, 0);
+  // Discovery spans: one per inner node, on the discovery track of the worker that ran it.
+  int inner = 0;
+  for (const json& e : j["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "discovery" && e["name"] != "spawn: root") {
+      ++inner;
+      EXPECT_EQ(e["args"]["children"], 2);
+      const int id = std::stoi(e["name"].get<std::string>().substr(7));
+      EXPECT_EQ(e["tid"].get<long long>(), weft::kMaxThreads + by.at(id).tid);
+    }
+  EXPECT_EQ(inner, (1 << depth) - 1);
+  std::remove(path.c_str());
+}
+
+TEST(Trace, EdgesBecomeFlowArrowsBetweenTaskSpans) {
+  const std::string path = temp_path("trace_edges");
+  const int chain = 20;
+  weft::Stats stats;
+  {
+    weft::Options o;
+    o.num_threads = 2;
+    o.profile.trace_file = path;
+    o.profile.trace_edges = true;
+    weft::Runtime rt(o);
+    long x = 0, y = 0;
+    std::atomic<bool> go{false};
+    rt.run([&](weft::Context& cx) {
+      // A chain held back until it is fully spawned (so every link is an edge, none pruned) ...
+      cx.spawn([&] { spin_until([&] { return go.load(); }); }, weft::out(x), weft::label("head"));
+      for (int i = 1; i < chain; ++i) cx.spawn([&] { ++x; }, weft::inout(x), weft::label("link"));
+      // ... and 3 inoutset writers joined by an internal node before one reader.
+      cx.spawn([&] { spin_until([&] { return go.load(); }); }, weft::out(y), weft::label("gate"));
+      for (int i = 0; i < 3; ++i) cx.spawn([] {}, weft::inoutset(y), weft::label("set"));
+      cx.spawn([&] { (void)y; }, weft::in(y), weft::label("reader"));
+      go = true;
+    });
+    stats = rt.stats();
+  }
+  const json j = read_json(path);
+  std::map<std::uint64_t, SpanRec> by_id;
+  for (auto& s : spans(j, "task")) by_id.emplace(s.id, s);
+  std::map<std::uint64_t, int> starts;  // flow id -> matched
+  std::multimap<std::string, std::string> arrows;  // from label -> to label
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] != "s") continue;
+    const auto from = e["args"]["from"].get<std::uint64_t>(), to = e["args"]["to"].get<std::uint64_t>();
+    ASSERT_EQ(by_id.count(from), 1u);
+    ASSERT_EQ(by_id.count(to), 1u);
+    EXPECT_EQ(e["tid"].get<long long>(), by_id.at(from).tid);
+    EXPECT_DOUBLE_EQ(e["ts"].get<double>(), by_id.at(from).ts);
+    arrows.emplace(by_id.at(from).name, by_id.at(to).name);
+    starts[e["id"].get<std::uint64_t>()] = 0;
+  }
+  int finishes = 0;
+  for (const json& e : j["traceEvents"])
+    if (e["ph"] == "f") {
+      ++finishes;
+      EXPECT_EQ(e["bp"], "e");
+      EXPECT_EQ(starts.count(e["id"].get<std::uint64_t>()), 1u);
+    }
+  EXPECT_EQ(finishes, static_cast<int>(starts.size()));
+  EXPECT_EQ(stats.edges_pruned_finished, 0u);
+  EXPECT_EQ(arrows.count("head"), 1u);
+  EXPECT_EQ(arrows.count("link"), static_cast<std::size_t>(chain - 2));
+  EXPECT_EQ(arrows.count("gate"), 3u);
+  auto [b, e] = arrows.equal_range("set");
+  EXPECT_EQ(std::distance(b, e), 3) << "each inoutset writer -> the reader, through the join node";
+  for (auto it = b; it != e; ++it) EXPECT_EQ(it->second, "reader");
+  std::remove(path.c_str());
+}
+
+TEST(Trace, FullBufferStopsTracingWithOneWarning) {
+  const std::string path = temp_path("trace_full");
+  const int n = 100;
+  testing::internal::CaptureStderr();
+  {
+    weft::Options o;
+    o.num_threads = 2;
+    o.profile.enabled = true;
+    o.profile.trace_file = path;
+    o.profile.trace_edges = true;
+    o.profile.trace_buffer = 8;
+    weft::Runtime rt(o);
+    long x = 0;
+    rt.run([&](weft::Context& cx) {
+      for (int i = 0; i < n; ++i) cx.spawn([&] { ++x; }, weft::inout(x));
+    });
+    rt.run([&](weft::Context& cx) { cx.spawn([] {}); });
+    EXPECT_EQ(x, n);
+    const weft::Profile p = rt.profile();
+    EXPECT_TRUE(p.trace_truncated);
+    EXPECT_EQ(p.stats.tasks_executed, 1u);  // the profile is unaffected
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  const auto first = err.find("trace buffer");
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find("trace buffer", first + 1), std::string::npos) << "one warning only: " << err;
+  const json j = read_json(path);
+  EXPECT_EQ(j["otherData"]["truncated"], true);
+  EXPECT_TRUE(j["otherData"].contains("dropped_after_us"));
+  const auto tasks = spans(j, "task");
+  EXPECT_LE(tasks.size(), 16u);
+  std::remove(path.c_str());
+}
+
+TEST(Trace, PhasesAndTagsFromAFrontEnd) {
+  // The hook a persistent-graph front end uses to report recording / replay of each iteration.
+  const std::string path = temp_path("trace_phases");
+  weft::Profile p;
+  {
+    weft::Options o;
+    o.num_threads = 2;
+    o.profile.trace_file = path;
+    weft::Runtime rt(o);
+    rt.run([&](weft::Context& cx) {
+      weft::detail::Worker& w = *cx.worker();
+      for (std::uint64_t it = 1; it <= 3; ++it) {
+        weft::detail::trace::set_tag(w, it);
+        const auto t0 = weft::detail::trace::now(w);
+        cx.spawn([] { busy(50); }, weft::label("iter"));
+        cx.taskwait();
+        weft::detail::trace::record_phase(w, it == 1 ? "record" : "replay", t0, weft::detail::trace::now(w), it);
+      }
+    });
+    p = rt.profile();
+  }
+  ASSERT_EQ(p.phases.size(), 3u);
+  EXPECT_EQ(p.phases[0].name, "record");
+  EXPECT_EQ(p.phases[1].name, "replay");
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(p.phases[i].tag, i + 1);
+    EXPECT_GE(p.phases[i].seconds, 49e-6);
+    if (i) {
+      EXPECT_GE(p.phases[i].begin_seconds, p.phases[i - 1].begin_seconds + p.phases[i - 1].seconds);
+    }
+  }
+  EXPECT_NE(weft::to_text(p).find("replay"), std::string::npos);
+  const json j = read_json(path);
+  std::vector<std::uint64_t> tags;
+  int phase_events = 0;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "task") tags.push_back(e["args"]["tag"]);
+    if (e.value("cat", "") == "phase") ++phase_events;
+  }
+  std::sort(tags.begin(), tags.end());
+  EXPECT_EQ(tags, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(phase_events, 6);  // a begin and an end per phase
+  std::remove(path.c_str());
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Configuration
+// ------------------------------------------------------------------------------------------------------
+
+using ProfileConfig = EnvGuard;
+
+void expect_env_error(const char* var, const char* value) {
+  ::setenv(var, value, 1);
+  try {
+    (void)weft::Options::from_environment();
+    ADD_FAILURE() << var << "='" << value << "' accepted";
+  } catch (const weft::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+  }
+  ::unsetenv(var);
+}
+
+TEST_F(ProfileConfig, EnvironmentValues) {
+  weft::Options o = weft::Options::from_environment();
+  EXPECT_FALSE(o.profile.active());
+  EXPECT_EQ(o.profile.trace_buffer, weft::kDefaultTraceBuffer);
+  ::setenv("WEFT_PROFILE", "1", 1);
+  o = weft::Options::from_environment();
+  EXPECT_TRUE(o.profile.enabled && o.profile.print && o.profile.json_file.empty());
+  ::setenv("WEFT_PROFILE", "json:/tmp/p.json", 1);
+  o = weft::Options::from_environment();
+  EXPECT_TRUE(o.profile.enabled && !o.profile.print);
+  EXPECT_EQ(o.profile.json_file, "/tmp/p.json");
+  ::setenv("WEFT_PROFILE", "0", 1);
+  EXPECT_FALSE(weft::Options::from_environment().profile.active());
+  ::setenv("WEFT_PROFILE", "", 1);
+  EXPECT_FALSE(weft::Options::from_environment().profile.active());
+  ::setenv("WEFT_TRACE", "/tmp/t.json", 1);
+  ::setenv("WEFT_TRACE_EDGES", "1", 1);
+  ::setenv("WEFT_TRACE_BUFFER", "1000", 1);
+  o = weft::Options::from_environment();
+  EXPECT_TRUE(o.profile.active());
+  EXPECT_EQ(o.profile.trace_file, "/tmp/t.json");
+  EXPECT_TRUE(o.profile.trace_edges);
+  EXPECT_EQ(o.profile.trace_buffer, 1000u);
+  ::setenv("WEFT_TRACE_BUFFER", std::to_string(weft::kMaxTraceBuffer).c_str(), 1);
+  EXPECT_EQ(weft::Options::from_environment().profile.trace_buffer, weft::kMaxTraceBuffer);
+}
+
+TEST_F(ProfileConfig, BadEnvironmentValuesAreRejected) {
+  for (const char* v : {"2", "yes", "json", "json:", "JSON:x", "1 "}) expect_env_error("WEFT_PROFILE", v);
+  for (const char* v : {"2", "on", ""}) expect_env_error("WEFT_TRACE_EDGES", v);
+  for (const char* v : {"0", "-1", "1e6", "lots", ""}) expect_env_error("WEFT_TRACE_BUFFER", v);
+  expect_env_error("WEFT_TRACE_BUFFER", std::to_string(weft::kMaxTraceBuffer + 1).c_str());
+}
+
+TEST_F(ProfileConfig, BadOptionsAreRejected) {
+  weft::Options o;
+  o.profile.trace_buffer = 0;
+  EXPECT_THROW(o.validate(), weft::config_error);
+  o.profile.trace_buffer = weft::kMaxTraceBuffer + 1;
+  EXPECT_THROW(weft::Runtime{o}, weft::config_error);
+  weft::Options f;
+  f.profile.trace_file = "/nonexistent-dir/x/trace.json";
+  try {
+    weft::Runtime rt(f);
+    ADD_FAILURE() << "an uncreatable trace file was accepted";
+  } catch (const weft::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x/trace.json"), std::string::npos) << e.what();
+  }
+  weft::Options g;
+  g.profile.json_file = "/nonexistent-dir/x/profile.json";
+  EXPECT_THROW(weft::Runtime{g}, weft::config_error);
+}
+
+TEST_F(ProfileConfig, RuntimeFromEnvironmentExitsOnABadValue) {
+  ::setenv("WEFT_PROFILE", "verbose", 1);
+  EXPECT_EXIT({ weft::Runtime rt; }, testing::ExitedWithCode(2), "WEFT_PROFILE='verbose'");
+  ::setenv("WEFT_PROFILE", "0", 1);
+  ::setenv("WEFT_TRACE", "/nonexistent-dir/x/trace.json", 1);
+  EXPECT_EXIT({ weft::Runtime rt; }, testing::ExitedWithCode(2), "WEFT_TRACE");
+}
+
+TEST_F(ProfileConfig, EnvironmentTurnsProfilingOn) {
+  ::setenv("WEFT_PROFILE", "1", 1);
+  ::setenv("WEFT_NUM_THREADS", "1", 1);
+  testing::internal::CaptureStderr();
+  {
+    weft::Runtime rt;
+    rt.run([](weft::Context& cx) { cx.spawn([] {}, weft::label("from-env")); });
+  }
+  ::unsetenv("WEFT_NUM_THREADS");
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("weft profile: run 1, 1 worker,"), std::string::npos) << err;
+  EXPECT_NE(err.find("from-env"), std::string::npos) << err;
+}
+
+}  // namespace
