@@ -35,7 +35,7 @@ enum TaskFlags : std::uint8_t {
   kDetached = 8,     ///< a flow task (see below): no successor list, no children; freed when it completes
 };
 
-inline constexpr std::size_t kInlineBody = 64;
+inline constexpr std::size_t kInlineBody = 48;  // the descriptor's last cache line also holds trace_tag and the taskiter link
 inline constexpr std::size_t kInlineEdges = 2;
 
 struct alignas(64) Task {
