@@ -3,3 +3,4 @@
 
 #include "weft/runtime.hpp"
 #include "weft/tasks.hpp"
+#include "weft/taskiter.hpp"

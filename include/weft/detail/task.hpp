@@ -17,6 +17,7 @@ struct Domain;
 struct Worker;
 struct CommLock;
 struct WeakLink;
+struct IterNode;
 
 /// One dependency edge, stored in the *successor* (so a predecessor's list never outlives the nodes in it).
 struct EdgeNode {
@@ -32,6 +33,8 @@ enum TaskFlags : std::uint8_t {
   kNode = 1,         ///< internal join node: no body, completes as soon as its predecessors have
   kWeakNode = 2,     ///< a node standing for a weak access of its parent (owned by the parent, not a domain)
   kHasComm = 4,      ///< holds commutative locks
+  kPersistent = 8,   ///< a vertex of a taskiter graph: runs once per iteration, body kept (src/iter)
+  kRecorder = 16,    ///< the private task of a taskiter's recording Context: its spawns are recorded
 };
 
 inline constexpr std::size_t kInlineBody = 56;
@@ -76,6 +79,7 @@ struct alignas(64) Task {
 
   EdgeNode edges[kInlineEdges];
   alignas(16) unsigned char body[kInlineBody];
+  IterNode* iter;                         ///< kPersistent: its taskiter vertex (null in the free state)
 };
 
 inline constexpr std::int64_t kAliveGuard = std::int64_t{1} << 30;
