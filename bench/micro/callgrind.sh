@@ -3,13 +3,16 @@
 #
 #   bench/micro/callgrind.sh [BINARY] [N1] [N2]
 #
-# Runs `weft-bench-micro --only=weft --bench=chain --deps=$DEPS --tasks=N` (one worker, no warm-up, one
+# Runs `weft-bench-micro --only=$SYSTEM --bench=chain --deps=$DEPS --tasks=N` (one worker, no warm-up, one
 # repetition) under callgrind for N = N1 and N = N2 (default 200000 and 400000) and prints
 # (Ir(N2) - Ir(N1)) / (N2 - N1): the instructions per task, with start-up and tear-down costs cancelled.
 # BINARY defaults to $WEFT_BENCH_MICRO, else the first of build/release/bench/micro/weft-bench-micro (the
 # "release" preset) and build/bench/micro/weft-bench-micro under the repository root.
 # DEPS (environment, default 1): addresses each task accesses inout (1..6), or flows per task for SYSTEM=flow
 # (0..6). SYSTEM (environment, default weft): weft, flow or flow-copy (flow graphs, weft/flow.hpp).
+# BENCH=replay (environment): instead, the taskiter replay of the chain: `--bench=replay --replay-graphs=chain
+# --replay-modes=taskiter` with 1000 tasks per iteration and N1, N2 iterations (default 200 and 400); prints the
+# instructions per replayed task, (Ir(N2) - Ir(N1)) / ((N2 - N1) * 1000).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,8 +27,19 @@ if [[ -z $bin ]]; then
   done
   bin=${bin:-$root/build/release/bench/micro/weft-bench-micro}
 fi
-n1=${2:-200000}
-n2=${3:-400000}
+bench=${BENCH:-chain}
+per_unit=1  # tasks per unit of N
+if [[ $bench == replay ]]; then
+  n1=${2:-200}
+  n2=${3:-400}
+  per_unit=1000
+elif [[ $bench == chain ]]; then
+  n1=${2:-200000}
+  n2=${3:-400000}
+else
+  echo "callgrind.sh: BENCH must be chain or replay (got $bench)" >&2
+  exit 2
+fi
 deps=${DEPS:-1}
 system=${SYSTEM:-weft}
 
@@ -49,8 +63,13 @@ trap 'rm -rf "$tmp"' EXIT
 # Prints the total instruction count (Ir) of one run with N tasks.
 count() {
   local n=$1
+  local args=(--only="$system" --bench=chain --deps="$deps" --tasks="$n")
+  if [[ $bench == replay ]]; then
+    args=(--only=weft --bench=replay --replay-graphs=chain --replay-modes=taskiter --replay-tasks=$per_unit
+          --replay-iters="$n")
+  fi
   if ! valgrind --tool=callgrind --callgrind-out-file="$tmp/callgrind.$n" \
-      "$bin" --only="$system" --bench=chain --deps="$deps" --tasks="$n" --reps=1 --no-warmup --no-quiesce \
+      "$bin" "${args[@]}" --reps=1 --no-warmup --no-quiesce \
       >"$tmp/stdout.$n" 2>"$tmp/stderr.$n"; then
     echo "callgrind.sh: the run with $n tasks failed:" >&2
     cat "$tmp/stdout.$n" "$tmp/stderr.$n" >&2
@@ -65,10 +84,16 @@ count() {
   echo "$ir"
 }
 
-echo "callgrind: $system chain, 1 worker, deps=$deps: $bin"
+if [[ $bench == replay ]]; then
+  echo "callgrind: weft taskiter replay of a chain of $per_unit tasks, 1 worker: $bin"
+  unit="iterations"
+else
+  echo "callgrind: $system chain, 1 worker, deps=$deps: $bin"
+  unit="tasks"
+fi
 ir1=$(count "$n1")
-echo "  $n1 tasks: $ir1 instructions"
+echo "  $n1 $unit: $ir1 instructions"
 ir2=$(count "$n2")
-echo "  $n2 tasks: $ir2 instructions"
-awk -v a="$ir1" -v b="$ir2" -v n1="$n1" -v n2="$n2" \
-  'BEGIN { printf "instructions per task: %.1f  ((%d - %d) / (%d - %d))\n", (b - a) / (n2 - n1), b, a, n2, n1 }'
+echo "  $n2 $unit: $ir2 instructions"
+awk -v a="$ir1" -v b="$ir2" -v n1="$n1" -v n2="$n2" -v k="$per_unit" \
+  'BEGIN { printf "instructions per task: %.1f  ((%d - %d) / ((%d - %d) * %d))\n", (b - a) / ((n2 - n1) * k), b, a, n2, n1, k }'

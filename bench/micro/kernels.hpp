@@ -20,6 +20,15 @@ Result chain(int deps, long long n);
 Result tree(int height, std::uint64_t cycles, int workers);
 Result independent(long long n, int workers);
 std::string describe();
+
+/// The replay benchmark: a loop of `iters` iterations, each of `m` tasks that increment a counter.
+///   chain: every task inout on one counter (one executing worker); wide: task j inout on its own counter
+///   (independent tasks; each counter on its own cache line).
+/// Modes: tasks = the loop spawns every iteration's tasks (no taskiter); taskiter = recorded once, replayed;
+/// barrier = taskiter with weft::replay_barrier. Check: every counter reached its count.
+enum class ReplayGraph { chain, wide };
+enum class ReplayMode { tasks, taskiter, barrier };
+Result replay(ReplayGraph g, ReplayMode mode, long long m, long long iters, int workers);
 }  // namespace wbench::weftk
 
 namespace wbench::flowk {

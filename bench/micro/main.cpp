@@ -37,7 +37,7 @@ const char* const kUsage = R"(weft-bench-micro: weft side by side with GCC OpenM
 usage: weft-bench-micro [options]
 
   --quick              small sizes (for CI; well under a minute)
-  --bench=LIST         chain,tree,independent (default: all)
+  --bench=LIST         chain,tree,independent,replay (default: all)
   --only=LIST          systems to run: weft,gomp,gomp-1t,libomp,libomp-1t,tbb,flow,flow-copy (default: all
                        available)
   --reps=R             repetitions per system (default 5); the table shows the median; the systems are
@@ -50,6 +50,10 @@ usage: weft-bench-micro [options]
                        (default 0:20,1000:17,10000:14,40000:12; --quick 0:14,1000:12,10000:9,40000:7)
   --independent-tasks=N  independent: tasks (default 1e6, --quick 1e5)
   --workers=LIST       tree, independent: worker counts (default 1,2,4,...,N and N = hardware threads)
+  --replay-tasks=M     replay: tasks per iteration (default 1000)
+  --replay-iters=N     replay: iterations (default 1000, --quick 100)
+  --replay-graphs=LIST replay: chain,wide (default both)
+  --replay-modes=LIST  replay: tasks,taskiter,barrier (default all)
   --tbb-block=B        chain, TBB: continue_nodes built per flow-graph block (default 4096)
   --libomp-chain-tasks=N  chain, libomp with 2 threads: at most N tasks (default 2e5; marked * in the table).
                        It keeps every task of the chain in memory until the final taskwait (~1.5 KB each)
@@ -68,6 +72,10 @@ chain, OpenMP: "gomp"/"libomp" = team of 2 threads where thread 1 is held asleep
 chain, TBB: a flow::graph of continue_nodes linked one after the other (built and run in blocks).
 flow, flow-copy: weft flow graphs (weft/flow.hpp), the TTG paper's Fig. 5 chain (each task sends D ints to the
 next key; flow moves them, flow-copy sends lvalues) and Fig. 6 tree (key k sends to 2k and 2k+1).
+replay (weft only, not in the CSV): a loop of N iterations of M tasks; chain = every task inout on one counter,
+1 worker; wide = independent tasks (task j inout on counter j), 2 workers. Modes: tasks (the loop spawns every
+iteration), taskiter (recorded once, replayed), barrier (taskiter + weft::replay_barrier). record = time of a
+1-iteration loop / M (recording + first run + teardown); replay = (time(N) - time(1)) / ((N-1) M).
 Exit status: 0; 1 if a benchmark's result check failed or a peer failed; 2 for bad options; 3 if a run hung
 (--watchdog).
 )";
@@ -88,7 +96,7 @@ struct Config {
 
 struct Options {
   bool quick = false;
-  bool bench[3] = {true, true, true};
+  bool bench[4] = {true, true, true, true};
   bool only[kNumSys] = {true, true, true, true, true, true, true, true};
   int reps = 5;
   std::string csv;
@@ -98,6 +106,10 @@ struct Options {
   long long independent_tasks = -1;
   std::vector<int> workers;
   long long tbb_block = 4096;
+  long long replay_tasks = 1000;
+  long long replay_iters = -1;
+  bool replay_graph[2] = {true, true};  // chain, wide
+  bool replay_mode[3] = {true, true, true};  // tasks, taskiter, barrier
   long long libomp_chain_tasks = 200000;
   bool warmup = true;
   bool quiesce = true;
@@ -157,7 +169,8 @@ Options parse_args(int argc, char** argv) {
         if (b == "chain") o.bench[0] = true;
         else if (b == "tree") o.bench[1] = true;
         else if (b == "independent") o.bench[2] = true;
-        else usage_error("unknown benchmark '" + b + "' (chain, tree, independent)");
+        else if (b == "replay") o.bench[3] = true;
+        else usage_error("unknown benchmark '" + b + "' (chain, tree, independent, replay)");
       }
     } else if (key == "--only") {
       need_val();
@@ -207,6 +220,30 @@ Options parse_args(int argc, char** argv) {
     } else if (key == "--watchdog") {
       need_val();
       o.watchdog_s = parse_count(val, "--watchdog");
+    } else if (key == "--replay-tasks") {
+      need_val();
+      o.replay_tasks = parse_count(val, "--replay-tasks");
+    } else if (key == "--replay-iters") {
+      need_val();
+      o.replay_iters = parse_count(val, "--replay-iters");
+      if (o.replay_iters < 2) usage_error("--replay-iters: at least 2");
+    } else if (key == "--replay-graphs") {
+      need_val();
+      std::fill(std::begin(o.replay_graph), std::end(o.replay_graph), false);
+      for (const auto& g : split(val, ',')) {
+        if (g == "chain") o.replay_graph[0] = true;
+        else if (g == "wide") o.replay_graph[1] = true;
+        else usage_error("unknown replay graph '" + g + "' (chain, wide)");
+      }
+    } else if (key == "--replay-modes") {
+      need_val();
+      std::fill(std::begin(o.replay_mode), std::end(o.replay_mode), false);
+      for (const auto& m : split(val, ',')) {
+        if (m == "tasks") o.replay_mode[0] = true;
+        else if (m == "taskiter") o.replay_mode[1] = true;
+        else if (m == "barrier") o.replay_mode[2] = true;
+        else usage_error("unknown replay mode '" + m + "' (tasks, taskiter, barrier)");
+      }
     } else if (key == "--tbb-block") {
       need_val();
       o.tbb_block = parse_count(val, "--tbb-block");
@@ -216,6 +253,7 @@ Options parse_args(int argc, char** argv) {
   }
   if (o.chain_tasks < 0) o.chain_tasks = o.quick ? 100000 : 1000000;
   if (o.independent_tasks < 0) o.independent_tasks = o.quick ? 100000 : 1000000;
+  if (o.replay_iters < 0) o.replay_iters = o.quick ? 100 : 1000;
   if (tree_arg.empty()) tree_arg = o.quick ? "0:14,1000:12,10000:9,40000:7" : "0:20,1000:17,10000:14,40000:12";
   for (const auto& p : split(tree_arg, ',')) {
     const std::size_t c = p.find(':');
@@ -686,6 +724,72 @@ struct Bencher {
     std::fflush(stdout);
   }
 
+  // replay: weft alone (taskiter has no counterpart in the peers here). For each graph and mode, R repetitions
+  // of (1-iteration loop, N-iteration loop); the cost per replayed task is the difference over (N-1) M tasks.
+  void run_replay() {
+    if (!avail[kWeft]) return;
+    using wbench::weftk::ReplayGraph;
+    using wbench::weftk::ReplayMode;
+    const long long m = opt.replay_tasks, n = opt.replay_iters;
+    std::printf("\n== replay: a loop of %lld iterations of %lld tasks (chain: all inout on one counter, 1 worker; wide: "
+                "independent, 2 workers).\n   ns/task, median of %d. tasks: spawned every iteration; record: "
+                "1-iteration taskiter / M; replay: (t(N) - t(1)) / ((N-1) M).\n",
+                n, m, opt.reps);
+    std::printf(" graph   workers  %10s  %10s  %10s  %13s  %14s\n", "tasks", "record", "replay", "replay/record",
+                "barrier-replay");
+    const char* const mode_name[3] = {"tasks", "taskiter", "barrier"};
+    for (int gi = 0; gi < 2; ++gi) {
+      if (!opt.replay_graph[gi]) continue;
+      const ReplayGraph g = gi == 0 ? ReplayGraph::chain : ReplayGraph::wide;
+      const int workers = gi == 0 ? 1 : 2;
+      double cost[3][2];  // per mode: {record or per-task, replay}
+      for (auto& c : cost) c[0] = c[1] = NAN;
+      for (int mi = 0; mi < 3; ++mi) {
+        if (!opt.replay_mode[mi]) continue;
+        const ReplayMode mode = static_cast<ReplayMode>(mi);
+        {
+          std::lock_guard<std::mutex> lk(current_mutex);
+          current = std::string("replay ") + (gi == 0 ? "chain " : "wide ") + mode_name[mi];
+        }
+        auto once = [&](long long iters) {
+          progress.fetch_add(1, std::memory_order_relaxed);
+          const Result r = wbench::weftk::replay(g, mode, m, iters, workers);
+          if (!r.ok) {
+            std::fflush(stdout);
+            std::fprintf(stderr, "weft-bench-micro: FAILED: replay %s %s (tasks=%lld iterations=%lld): result %lld, "
+                         "expected %lld\n", gi == 0 ? "chain" : "wide", mode_name[mi], m, iters, r.got, r.want);
+            std::exit(1);
+          }
+          return r.seconds;
+        };
+        if (opt.warmup) once(std::max(2LL, n / 20));
+        std::vector<double> first, per;
+        for (int rep = 0; rep < opt.reps; ++rep) {
+          const double t1 = once(1);
+          const double tn = once(n);
+          first.push_back(t1 * 1e9 / double(m));
+          per.push_back(mode == ReplayMode::tasks ? tn * 1e9 / double(n * m) : (tn - t1) * 1e9 / double((n - 1) * m));
+          settle(kWeft);
+        }
+        cost[mi][0] = median(first);
+        cost[mi][1] = median(per);
+      }
+      auto cell = [](double v) {
+        char b[32];
+        if (std::isnan(v)) std::snprintf(b, sizeof b, "%10s", "-");
+        else std::snprintf(b, sizeof b, "%10.1f", v);
+        return std::string(b);
+      };
+      const double ratio = cost[1][1] / cost[1][0];
+      char r[32];
+      if (std::isnan(ratio)) std::snprintf(r, sizeof r, "%13s", "-");
+      else std::snprintf(r, sizeof r, "%13.3f", ratio);
+      std::printf(" %-6s  %7d  %s  %s  %s  %s   %s\n", gi == 0 ? "chain" : "wide", workers, cell(cost[0][1]).c_str(),
+                  cell(cost[1][0]).c_str(), cell(cost[1][1]).c_str(), r, cell(cost[2][1]).c_str());
+      std::fflush(stdout);
+    }
+  }
+
   void run_bench(Bench b) {
     std::vector<Config> configs;
     if (b == Bench::chain) {
@@ -872,6 +976,7 @@ int main(int argc, char** argv) {
     if (o.bench[0]) B.run_bench(Bench::chain);
     if (o.bench[1]) B.run_bench(Bench::tree);
     if (o.bench[2]) B.run_bench(Bench::independent);
+    if (o.bench[3]) B.run_replay();
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "weft-bench-micro: FAILED: %s\n", e.what());

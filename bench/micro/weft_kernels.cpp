@@ -102,6 +102,34 @@ Result independent(long long n, int workers) {
   return independent_result(t1 - t0, done);
 }
 
+Result replay(ReplayGraph g, ReplayMode mode, long long m, long long iters, int workers) {
+  std::vector<Slot> slots(g == ReplayGraph::chain ? 1 : static_cast<std::size_t>(m));
+  Slot* s = slots.data();
+  const bool chain = g == ReplayGraph::chain;
+  // One iteration's tasks; `cx` is the loop's Context (recording under taskiter).
+  auto iteration = [s, m, chain](weft::Context& cx) {
+    if (chain)
+      for (long long j = 0; j < m; ++j) cx.spawn([s] { s->v++; }, weft::inout(s->v));
+    else
+      for (long long j = 0; j < m; ++j) cx.spawn([p = &s[j]] { p->v++; }, weft::inout(s[j].v));
+  };
+  weft::Runtime& rt = runtime(workers);
+  const double t0 = now_s();
+  rt.run([&](weft::Context& cx) {
+    switch (mode) {
+      case ReplayMode::tasks:
+        for (long long i = 0; i < iters; ++i) iteration(cx);
+        break;
+      case ReplayMode::taskiter: cx.taskiter(static_cast<std::uint64_t>(iters), iteration); break;
+      case ReplayMode::barrier: cx.taskiter(static_cast<std::uint64_t>(iters), iteration, weft::replay_barrier); break;
+    }
+  });
+  const double t1 = now_s();
+  long long got = 0;
+  for (const Slot& x : slots) got += x.v;
+  return checked(t1 - t0, got, m * iters);
+}
+
 std::string describe() {
   const weft::Options o = weft::Options::from_environment();
   return "weft (max_tasks " + std::to_string(o.max_tasks) + ", immediate_successor " +

@@ -131,6 +131,10 @@ void install_body(Task* t, F&& f) {
     ::new (static_cast<void*>(t->body)) Fn(std::forward<F>(f));
     t->invoke = [](Task* self, Context& cx) {
       Fn* fn = std::launder(reinterpret_cast<Fn*>(self->body));
+      if (self->flags & kPersistent) [[unlikely]] {  // taskiter vertex: runs again, destroyed with the graph
+        invoke_body(*fn, cx);
+        return;
+      }
       struct Destroy {
         Fn* p;
         ~Destroy() { p->~Fn(); }
@@ -144,6 +148,10 @@ void install_body(Task* t, F&& f) {
     *reinterpret_cast<void**>(t->body) = mem;
     t->invoke = [](Task* self, Context& cx) {
       Fn* fn = static_cast<Fn*>(*reinterpret_cast<void**>(self->body));
+      if (self->flags & kPersistent) [[unlikely]] {
+        invoke_body(*fn, cx);
+        return;
+      }
       struct Destroy {
         Fn* p;
         ~Destroy() {
@@ -214,6 +222,14 @@ class Context {
     taskwait_on(static_cast<const void*>(std::addressof(object)));
   }
 
+  /// Persistent cyclic task graphs: runs body once to record its tasks, then replays them for n iterations
+  /// (see weft/taskiter.hpp). The taskiter is itself a child task ordered by its access clauses.
+  template <class Body, class... Clauses>
+  void taskiter(std::uint64_t n, Body&& body, Clauses&&... clauses);
+  /// Like taskiter, while cond() holds (see weft/taskiter.hpp).
+  template <class Cond, class Body, class... Clauses>
+  void taskiter_while(Cond&& cond, Body&& body, Clauses&&... clauses);
+
   /// Index of the worker running this task, 0 .. num_workers()-1.
   unsigned worker_id() const;
   unsigned num_workers() const;
@@ -239,8 +255,13 @@ class Context {
       static_assert(sizeof(D) == 0, "weft: spawn clauses are accesses (weft::in, ...), weft::priority, weft::label");
   }
 
+  template <class Closure, class... Clauses>
+  void spawn_taskiter(Closure&& closure, Clauses&&... clauses);
+
   detail::Task* task_;
   detail::Worker* worker_;
 };
 
 }  // namespace weft
+
+#include "weft/taskiter.hpp"  // defines Context::taskiter / taskiter_while

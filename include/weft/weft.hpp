@@ -5,3 +5,4 @@
 #include "weft/runtime.hpp"
 #include "weft/tasks.hpp"
 #include "weft/flow.hpp"
+#include "weft/taskiter.hpp"

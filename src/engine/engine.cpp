@@ -275,20 +275,6 @@ namespace {
 
 constexpr std::uint32_t kCountBatch = 64;
 
-// Offers a ready task to the worker: the best one becomes the immediate successor, the others are queued.
-inline void offer(Worker& w, Task* s, Task*& best) {
-  if (!w.immediate_successor) {
-    schedule(w, s);
-  } else if (!best) {
-    best = s;
-  } else if (s->priority > best->priority) {
-    schedule(w, best);
-    best = s;
-  } else {
-    schedule(w, s);
-  }
-}
-
 // Subtracts the worker's batched completions; returns the parent if that completed it.
 inline Task* take_counted(Worker& w) {
   Task* p = w.counted_parent;
@@ -334,8 +320,11 @@ void complete(Worker& w, Task* t) {
         delete e;
       }
     }
-    // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
-    auto* e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
+    EdgeNode* e = nullptr;
+    if (flags & kPersistent) [[unlikely]]
+      complete_persistent(w, t, poison, best);  // a taskiter vertex: re-armed, releases its own successors
+    else  // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
+      e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
     while (e) {
       Task* s = e->succ;
       EdgeNode* nx = e->next;  // read before releasing s: s may run, finish and be recycled right after
@@ -428,7 +417,9 @@ void flush_completions(Worker& w) {
 void run_task(Worker& w, Task* t) {
   if (w.counted && t->parent != w.counted_parent) flush_completions(w);  // don't sit on them during a body
   if ((t->flags & kHasComm) && !acquire_commutative(w, t)) return;    // parked until a lock is released
-  if (t->cancelled.load(std::memory_order_relaxed)) {
+  if (t->flags & kPersistent) [[unlikely]] {
+    run_persistent(w, t);
+  } else if (t->cancelled.load(std::memory_order_relaxed)) {
     t->destroy(t);
     ++w.counters.tasks_cancelled;
   } else {
@@ -500,6 +491,8 @@ Task* begin_spawn(Context& cx) {
 void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
   Worker& w = *cx.worker();
   Task* p = cx.task();
+  if (p->flags & kRecorder) [[unlikely]]
+    return record_spawn(w, p, t, acc, n, attrs);
   t->priority = attrs.priority;
   t->label = attrs.label;
   ++p->unpublished;
@@ -735,6 +728,7 @@ void Runtime::reset_stats() {
 void Context::taskwait() {
   detail::Worker& w = *worker_;
   detail::Task* t = task_;
+  if (t->flags & detail::kRecorder) detail::check_not_recording(t, "taskwait");
   detail::trace::on_wait_begin(w);
   detail::publish_children(t);
   detail::wait_until(w, [&] { return detail::unfinished_children(w, t) == 0; });
@@ -745,6 +739,7 @@ void Context::taskwait() {
 
 void Context::taskwait_on(const void* address) {
   detail::Worker& w = *worker_;
+  if (task_->flags & detail::kRecorder) detail::check_not_recording(task_, "taskwait_on");
   detail::trace::on_wait_begin(w);
   detail::writers_of(w, task_, address);
   std::vector<detail::Task*> preds(w.scratch.data(), w.scratch.data() + w.scratch.size());

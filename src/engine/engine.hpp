@@ -141,6 +141,20 @@ inline void schedule(Worker& w, Task* t) {
     w.prioritized.push(t);
   w.engine->wake_one();
 }
+/// Offers a ready task to the worker: the best one becomes the immediate successor (set by complete()), the
+/// others are queued.
+inline void offer(Worker& w, Task* s, Task*& best) {
+  if (!w.immediate_successor) {
+    schedule(w, s);
+  } else if (!best) {
+    best = s;
+  } else if (s->priority > best->priority) {
+    schedule(w, best);
+    best = s;
+  } else {
+    schedule(w, s);
+  }
+}
 void free_task(Worker& w, Task* t);            ///< return t (and what hangs off it) to its owner's pool
 void retire(Task* producer, Task* t);          ///< t is no longer named by a record of producer's domain
 Task* find_queued_work(Worker& w);  ///< own queues by priority, then stealing
@@ -191,6 +205,17 @@ void destroy_weak_links(Worker& w, Task* t);
 /// is released) and return false.
 bool acquire_commutative(Worker& w, Task* t);
 void release_commutative(Worker& w, Task* t);
+
+// --- persistent task graphs (src/iter) ---
+/// Runs (or skips) the current iteration of a kPersistent task; the caller then ends its body as for any task.
+void run_persistent(Worker& w, Task* t);
+/// A kPersistent task's iteration has completed (body and children): re-arms it and releases the successors
+/// of that iteration (ready ones offered to `best`). `failed`: it or a child failed (stops the loop).
+void complete_persistent(Worker& w, Task* t, bool failed, Task*& best);
+/// A spawn from a recording Context (parent flagged kRecorder): records `t` instead of registering it.
+void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
+/// Throws taskiter_error: `what` (a wait) was called on a recording Context, where no task runs yet.
+void check_not_recording(const Task* t, const char* what);
 
 /// The task has completed (its successor list is closed). Acquire: its effects are visible to the caller.
 inline bool finished(const Task* t) { return t->succ_head.load(std::memory_order_acquire) == kClosed; }

@@ -17,6 +17,7 @@ struct Domain;
 struct Worker;
 struct CommLock;
 struct WeakLink;
+struct IterNode;
 
 /// One dependency edge, stored in the *successor* (so a predecessor's list never outlives the nodes in it).
 struct EdgeNode {
@@ -33,6 +34,8 @@ enum TaskFlags : std::uint8_t {
   kWeakNode = 2,     ///< a node standing for a weak access of its parent (owned by the parent, not a domain)
   kHasComm = 4,      ///< holds commutative locks
   kDetached = 8,     ///< a flow task (see below): no successor list, no children; freed when it completes
+  kPersistent = 16,  ///< a vertex of a taskiter graph: runs once per iteration, body kept (src/iter)
+  kRecorder = 32,    ///< the private task of a taskiter's recording Context: its spawns are recorded
 };
 
 inline constexpr std::size_t kInlineBody = 48;  // the descriptor's last cache line also holds trace_tag and the taskiter link
@@ -79,6 +82,7 @@ struct alignas(64) Task {
   EdgeNode edges[kInlineEdges];
   alignas(16) unsigned char body[kInlineBody];
   std::uint64_t trace_tag;                ///< tracing only: iteration, key, ... (see src/trace/hooks.hpp)
+  IterNode* iter;                         ///< kPersistent: its taskiter vertex (null in the free state)
 };
 
 inline constexpr std::int64_t kAliveGuard = std::int64_t{1} << 30;

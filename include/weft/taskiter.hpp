@@ -1,0 +1,227 @@
+// weft — taskiter: persistent cyclic task graphs for iterative programs.
+//
+//   cx.taskiter(n, [&](weft::Context& it) {           // runs once: the tasks it spawns are recorded
+//     for (int b = 1; b < B - 1; ++b)
+//       it.spawn([=] { relax(b); }, weft::in(blk[b - 1]), weft::in(blk[b + 1]), weft::inout(blk[b]));
+//   }, weft::inout(blk));                             // the taskiter is a task: its accesses order it
+//
+// The body runs once, on a recording Context: the tasks it spawns do not run, they become the vertices of a
+// graph with every dependency edge of one iteration (none pruned). Cross-iteration edges close it into a cyclic
+// graph: per datum, the accesses of the next iteration's first accessors wait for the last accessors of the
+// previous one, exactly as if the loop had spawned every iteration's tasks one after the other. The n
+// iterations then run from that graph: no task is created, no dependency registered, and there is no barrier
+// between iterations — a task of iteration i+1 starts as soon as its own predecessors (of iteration i+1, and of
+// iteration i across the boundary) have finished, so iterations overlap. The result is the same as
+//
+//   for (i = 0; i < n; ++i) body(it);   // with every spawned task run in sequential order
+//
+// as long as the body spawns the same tasks with the same accesses every iteration (the body itself runs once:
+// code in the body outside the tasks does not repeat, and the tasks keep the values they captured at
+// recording; see weft::update for bodies that refresh them).
+//
+// Clauses (after the body, any order):
+//   weft::in/out/inout/inoutset/commutative(x)  accesses of the taskiter task itself, ordering the whole loop
+//                         with its siblings: siblings spawned before it that conflict finish before the first
+//                         iteration starts, later conflicting siblings wait until the last iteration ends.
+//                         The recorded tasks should access only data the taskiter declares (as for children of
+//                         any task). weak_* accesses are rejected (weft::taskiter_error).
+//   weft::priority(p), weft::label("name")   of the taskiter task.
+//   weft::unroll(k)       the body runs k times (iterations 0..k-1) and the k copies form one period of the
+//                         cyclic graph: for loops whose task pattern repeats every k iterations (e.g. buffers
+//                         swapped on odd and even iterations). n need not be a multiple of k.
+//   weft::update          the body runs again before every iteration (with that iteration's index) to refresh
+//                         the captured values of the recorded tasks: it must spawn the same number of tasks
+//                         with the same accesses, in the same order, or the loop stops with
+//                         weft::taskiter_error naming the first difference. An iteration's refreshed tasks only
+//                         start once every task of the previous iteration has finished (as with
+//                         replay_barrier). Priorities and labels are refreshed too.
+//   weft::replay_barrier  record once, then run one iteration (one period of k under unroll) at a time, with a
+//                         barrier in between (like OpenMP taskgraph or CUDA graphs): for comparison.
+//
+// The body is callable as body(weft::Context&) or body(weft::Context&, std::uint64_t iteration).
+//
+//   cx.taskiter_while(cond, body, clauses...)
+// runs `while (cond()) body(it);`: cond() is called before the first iteration and, from a control task, after
+// each iteration has finished (every task of it), seeing its effects. Under unroll(k) the check is strided: the
+// call after iteration i decides iteration i+k, so up to k iterations run concurrently, and up to k-1
+// iterations more than the sequential loop may run once cond() turns false (iterations 1..k-1 run when the
+// first call returns true). cond() runs on a worker, never concurrently with itself. With replay_barrier or
+// update there is no control task: the driver calls cond() between periods, i.e. before each period of k
+// iterations (again at most k-1 iterations beyond the sequential loop).
+//
+// Semantics and limits:
+// * Accesses of recorded tasks: in, out, inout. inoutset, commutative and weak accesses inside a taskiter body
+//   throw weft::taskiter_error at the spawn (their concurrent groups cannot be replayed with the ordering
+//   guarantees above). Several accesses of one task to one datum merge as for spawn.
+// * Tasks spawned by recorded tasks while they run (nested tasks) are ordinary tasks: they may differ from
+//   iteration to iteration and use the dependency system of their parent.
+// * Inside the body, taskwait and taskwait_on throw weft::taskiter_error: recorded tasks run only after the body
+//   has returned. A taskiter inside a body is recorded like any task (it runs whole at each iteration).
+// * weft::taskiter_iteration(cx) tells a recorded task (or a task nested in one) which iteration it runs.
+// * Exceptions: an exception escaping a recorded task (or cond) stops the loop: no task body of a later
+//   instance runs (instances already released drain without running their bodies; a taskiter_while stops at
+//   its next check). The exception then propagates as for a child of the taskiter task: it is rethrown by its
+//   parent's next taskwait, or out of Runtime::run. An exception escaping the body during recording or update
+//   propagates the same way.
+// * Immediate successor (Options::immediate_successor) applies to replayed tasks as to any task.
+// * Statistics: recorded tasks count once in Stats::tasks_created; every replayed body in tasks_executed.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "weft/tasks.hpp"
+
+namespace weft {
+
+/// Thrown for a taskiter that cannot be recorded or replayed: an unsupported access, a body whose tasks change
+/// under weft::update, taskwait inside the body, an invalid clause. The message says what and where.
+class taskiter_error : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// The body runs k times to form one period of the cyclic graph (k >= 1).
+struct unroll {
+  std::uint32_t copies;
+  constexpr explicit unroll(std::uint32_t k) : copies(k) {}
+};
+/// Clause: re-run the body before each iteration to refresh the recorded tasks' captured values.
+struct update_t {
+  explicit update_t() = default;
+};
+inline constexpr update_t update{};
+/// Clause: barrier between iterations (record once, replay one iteration at a time).
+struct replay_barrier_t {
+  explicit replay_barrier_t() = default;
+};
+inline constexpr replay_barrier_t replay_barrier{};
+
+/// The iteration (0-based) that the task running `cx` belongs to: for a recorded task, the iteration it is
+/// replaying; for a task nested in one, that of its recorded ancestor (the innermost taskiter). Throws
+/// taskiter_error if `cx` is not inside a taskiter's recorded task.
+std::uint64_t taskiter_iteration(const Context& cx);
+
+namespace detail {
+
+struct IterParams {
+  std::uint64_t n = 0;      ///< iterations (taskiter); unused by taskiter_while
+  std::uint32_t unroll = 1;
+  bool is_while = false;
+  bool update = false;
+  bool barrier = false;
+};
+
+/// What the compiled driver needs from the templated closure.
+struct IterSpec {
+  IterParams params;
+  void* closure;
+  void (*body)(void* closure, Context& cx, std::uint64_t iteration);
+  bool (*cond)(void* closure);  ///< null for taskiter
+};
+
+/// Runs the loop; called as the body of the taskiter task (src/iter).
+void run_taskiter(Context& cx, const IterSpec& spec);
+/// Rejects invalid taskiter clauses (weak accesses, unroll(0)) before anything is spawned.
+void check_taskiter(const IterParams& p, const Access* acc, std::size_t n);
+
+struct NoCond {};
+
+template <class Body, class Cond>
+struct IterClosure {
+  Body body;
+  Cond cond;
+  IterParams params;
+
+  void operator()(Context& cx) {
+    IterSpec spec{params, this, &call_body, nullptr};
+    if constexpr (!std::is_same_v<Cond, NoCond>) spec.cond = &call_cond;
+    run_taskiter(cx, spec);
+  }
+  static void call_body(void* self, Context& cx, std::uint64_t i) {
+    Body& b = static_cast<IterClosure*>(self)->body;
+    if constexpr (std::is_invocable_v<Body&, Context&, std::uint64_t>)
+      b(cx, i);
+    else
+      b(cx);
+  }
+  static bool call_cond(void* self) {
+    if constexpr (std::is_same_v<Cond, NoCond>)
+      return false;
+    else
+      return static_cast<bool>(static_cast<IterClosure*>(self)->cond());
+  }
+};
+
+template <class Body>
+constexpr void check_iter_body() {
+  static_assert(std::is_invocable_v<Body&, Context&> || std::is_invocable_v<Body&, Context&, std::uint64_t>,
+                "weft: a taskiter body must be callable as body(weft::Context&) or "
+                "body(weft::Context&, std::uint64_t iteration)");
+}
+
+template <class C>
+constexpr std::size_t is_iter_option_v = std::is_same_v<std::decay_t<C>, unroll> ||
+                                         std::is_same_v<std::decay_t<C>, update_t> ||
+                                         std::is_same_v<std::decay_t<C>, replay_barrier_t>;
+
+template <class C>
+void apply_iter_option(IterParams& p, const C& c) {
+  using D = std::decay_t<C>;
+  if constexpr (std::is_same_v<D, unroll>)
+    p.unroll = c.copies;
+  else if constexpr (std::is_same_v<D, update_t>)
+    p.update = true;
+  else if constexpr (std::is_same_v<D, replay_barrier_t>)
+    p.barrier = true;
+}
+}  // namespace detail
+
+template <class Closure, class... Clauses>
+void Context::spawn_taskiter(Closure&& closure, Clauses&&... clauses) {
+  constexpr std::size_t n = (std::size_t{0} + ... + detail::is_access_v<Clauses>);
+  static_assert((std::size_t{0} + ... + std::is_same_v<std::decay_t<Clauses>, unroll>) <= 1,
+                "weft: at most one weft::unroll clause");
+  Access accesses[n == 0 ? 1 : n]{};
+  detail::SpawnAttrs attrs;
+  [[maybe_unused]] std::size_t i = 0;
+  auto clause = [&](auto&& c) {
+    if constexpr (detail::is_iter_option_v<decltype(c)>)
+      detail::apply_iter_option(closure.params, c);
+    else
+      add_clause(accesses, i, attrs, std::forward<decltype(c)>(c));
+  };
+  (clause(std::forward<Clauses>(clauses)), ...);
+  (void)clause;  // no clause at all
+  detail::check_taskiter(closure.params, accesses, n);
+  detail::Task* t = detail::begin_spawn(*this);
+  detail::install_body(t, std::forward<Closure>(closure));
+  detail::finish_spawn(*this, t, accesses, n, attrs);
+}
+
+template <class Body, class... Clauses>
+void Context::taskiter(std::uint64_t n, Body&& body, Clauses&&... clauses) {
+  using B = std::decay_t<Body>;
+  detail::check_iter_body<B>();
+  detail::IterParams p;
+  p.n = n;
+  spawn_taskiter(detail::IterClosure<B, detail::NoCond>{std::forward<Body>(body), {}, p},
+                 std::forward<Clauses>(clauses)...);
+}
+
+template <class Cond, class Body, class... Clauses>
+void Context::taskiter_while(Cond&& cond, Body&& body, Clauses&&... clauses) {
+  using B = std::decay_t<Body>;
+  using C = std::decay_t<Cond>;
+  detail::check_iter_body<B>();
+  static_assert(std::is_invocable_v<C&> && std::is_convertible_v<std::invoke_result_t<C&>, bool>,
+                "weft: a taskiter_while condition must be callable as bool cond()");
+  detail::IterParams p;
+  p.is_while = true;
+  spawn_taskiter(detail::IterClosure<B, C>{std::forward<Body>(body), std::forward<Cond>(cond), p},
+                 std::forward<Clauses>(clauses)...);
+}
+
+}  // namespace weft

@@ -1,0 +1,589 @@
+// taskiter: record one period of an iterative loop's tasks, close it into a cyclic graph, replay it.
+//
+// Recording. The body runs on a private recorder task (kRecorder): Context::spawn still allocates a descriptor
+// and installs the body, but finish_spawn hands the task here instead of registering it. Per datum we keep the
+// state the dependency system would (last writer, readers since) plus the first accessors of the period: the
+// readers before the first write (head) and the first writer. Intra-period edges follow the usual rules
+// (in after the last writer; out/inout after the readers since the last writer, else after it), none pruned.
+//
+// Closure. Continuing a datum's access stream into the next period: the head readers wait for the last writer,
+// and the first writer waits for the tail readers (those after the last write), or, when there are neither tail
+// nor head readers, for the last writer. These are the cross edges from period p to period p+1: the graph
+// orders every pair of conflicting accesses of the unrolled loop exactly as spawning every iteration would.
+// A task none of whose data is written in the period (only reads, or no access) gets a cross edge to itself.
+//
+// Replay. Each vertex keeps one pending counter per period parity: instance (v, p) waits on pending[p & 1],
+// initialised with v's intra predecessors for p = 0 and with all its predecessors (intra + cross) after. When
+// (v, p) completes it re-arms pending[p & 1] for (v, p + 2), then releases its successors: intra edges count
+// against period p, cross edges against p + 1. No barrier, no task creation, no registration.
+//
+// Why two parities suffice (a task is never more than one period ahead of what it waits for):
+//  (1) Conflict implies order: in the unrolled access stream of one datum with in/out/inout accesses, if a
+//      precedes b and one of them writes, b depends transitively on a (induction on the stream: a write waits
+//      for the readers since the previous write or for that write, a read for the previous write).
+//  (2) Consecutive instances are ordered: (v, p) -> (v, p + 1) by (1) if v writes a datum, through a writer of
+//      a datum v reads otherwise, or by the explicit self edge.
+//  (3) Let u -> v be any edge of instance (v, p + 2): a conflict on some datum d (or the self edge, u = v,
+//      from period p + 1). u's instance is in period p + 1 or p + 2, after (v, p) in d's stream, and conflicts
+//      with it: by (1), u's instance depends transitively on (v, p), i.e. starts after (v, p) has completed.
+//  So every decrement of pending[p & 1] meant for (v, p + 2) happens after (v, p) completed, hence after the
+//  re-arm, which (v, p) performs before releasing anything (release/acquire chains carry it); and no decrement
+//  meant for (v, p) can arrive after it, since (v, p) started only when all of them were in. By (2) one instance
+//  of v runs at a time, so its plain fields (period, open) need no atomics. The control tasks of while-loops
+//  keep (1)-(3): they depend on their copy's leaves and on the previous control, and gate their copy's roots.
+//
+// taskiter_while (pipelined): one control vertex c_r per copy r of the period. c_r depends on the leaves of
+// copy r (so it runs once every task of that iteration has finished) and on the previous control (controls run
+// in iteration order); it gates (gate edges, cross) the roots of copy r in the next period and its own next
+// instance. Its check decides whether iteration i + k runs: if true it adds that iteration's instances to the
+// loop's count and releases its gates; if false (or the loop failed) it releases no gate: nothing of a later
+// iteration can become ready, since every task of an iteration is reachable from its roots or gated itself.
+//
+// Termination. The taskiter task's `alive` counts instances: the instances of every decided iteration are
+// added before they can be released, and each completion is counted like a finished child (batched per
+// worker by the engine). The driver, the taskiter task's body, waits until none is left, running tasks
+// meanwhile, then frees the graph.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "weft/taskiter.hpp"
+
+namespace weft::detail {
+
+namespace {
+enum EdgeKind : std::uint32_t { kIntra = 0, kCross = 1, kGate = 2 };
+constexpr std::uint64_t kNoEnd = ~std::uint64_t{0};
+
+}  // namespace
+
+struct IterSucc {
+  IterNode* node;
+  std::uint32_t kind;
+};
+struct IterEdge {
+  std::uint32_t from, to, kind;
+  bool operator<(const IterEdge& o) const {
+    return from != o.from ? from < o.from : kind != o.kind ? kind < o.kind : to < o.to;
+  }
+  bool operator==(const IterEdge& o) const { return from == o.from && to == o.to && kind == o.kind; }
+};
+struct IterLoop;
+
+struct alignas(64) IterNode {
+  std::atomic<std::int32_t> pending[2] = {};  ///< per period parity: predecessors not yet finished
+  std::int32_t first = 0;                     ///< predecessors of the period-0 instance (intra edges)
+  std::int32_t rearm = 0;                     ///< predecessors of later instances
+  Task* task = nullptr;                       ///< body carrier (replaced between periods under update)
+  IterLoop* loop = nullptr;
+  IterSucc* succ = nullptr;
+  std::uint32_t n_succ = 0;
+  std::uint32_t copy = 0;                     ///< which run of the body (0..k-1) recorded it
+  std::uint64_t period = 0;                   ///< period of the instance to run next (one instance at a time)
+  bool control = false;
+  bool open = false;  ///< control: this instance's check passed, its gates are released
+};
+
+namespace {
+
+const char* mode_name(AccessMode m) {
+  switch (m) {
+    case AccessMode::in: return "in";
+    case AccessMode::out: return "out";
+    case AccessMode::inout: return "inout";
+    case AccessMode::inoutset: return "inoutset";
+    case AccessMode::commutative: return "commutative";
+    case AccessMode::weak_in: return "weak_in";
+    case AccessMode::weak_out: return "weak_out";
+    case AccessMode::weak_inout: return "weak_inout";
+  }
+  return "?";
+}
+
+std::string describe(const Access* a, std::size_t n) {
+  std::string s;
+  char buf[64];
+  for (std::size_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%s(%p)", i ? ", " : "", mode_name(a[i].mode), a[i].address);
+    s += buf;
+  }
+  return n ? s : "no access";
+}
+
+struct Datum {
+  std::int32_t last_writer = -1, first_writer = -1;
+  std::vector<std::uint32_t> readers;       ///< since the last writer
+  std::vector<std::uint32_t> head_readers;  ///< before the first writer
+};
+
+}  // namespace
+
+/// One running taskiter: its graph and the state of the loop. Lives in the driver's frame.
+struct IterLoop {
+  const IterSpec* spec = nullptr;
+  Task* owner = nullptr;  ///< the taskiter task
+  Task* recorder = nullptr;
+  std::uint32_t k = 1;
+  bool pipelined = true;
+  bool is_while = false;
+  std::uint64_t n_periods = kNoEnd;  ///< fixed trip count: periods; while-loops: no end
+  std::uint64_t rem = 0;             ///< fixed trip count: copies that run in the last period
+  std::atomic<bool> failed{false};   ///< an instance or a check failed: skip bodies, stop checks
+  bool stopped = false;              ///< while-loops: a check returned false (controls only, in order)
+
+  // The graph (after close()).
+  std::unique_ptr<IterNode[]> nodes;
+  std::uint32_t m = 0;       ///< vertices, controls included
+  std::uint32_t m_data = 0;  ///< recorded tasks
+  std::vector<IterSucc> succs;
+  std::vector<std::uint32_t> copy_size;  ///< recorded tasks per copy
+
+  // Recording.
+  struct Rec {
+    Task* task;
+    std::uint32_t copy, acc_begin, acc_end;
+  };
+  std::vector<Rec> rec;
+  std::vector<Access> accs;
+  std::vector<IterEdge> edges;
+  std::vector<std::uint32_t> mark;  ///< last target linked from each task (duplicate intra edges)
+  std::unordered_map<const void*, Datum> data;
+  std::uint32_t current_copy = 0;
+
+  // Update: the refreshed descriptors of the period being prepared, by vertex.
+  bool updating = false;
+  std::uint32_t update_next = 0;
+  std::uint64_t update_iteration = 0;
+  std::vector<Task*> fresh;
+
+  Worker* worker = nullptr;  ///< the driver's worker (frees the graph)
+
+  ~IterLoop() {
+    Worker& w = *worker;
+    for (Task* t : fresh)
+      if (t) discard(w, t);
+    if (nodes) {
+      for (std::uint32_t i = 0; i < m; ++i) release_task(w, nodes[i].task, !nodes[i].control);
+    } else {
+      for (Rec& r : rec) discard(w, r.task);
+    }
+    if (recorder) {
+      recorder->flags = 0;
+      free_task(w, recorder);
+    }
+  }
+
+  static void discard(Worker& w, Task* t) {
+    t->destroy(t);
+    free_task(w, t);
+  }
+  static void release_task(Worker& w, Task* t, bool has_body) {
+    if (has_body) t->destroy(t);
+    t->flags = 0;
+    t->iter = nullptr;
+    free_task(w, t);
+  }
+
+  // --- recording ---
+  void add_intra(std::uint32_t from, std::uint32_t to) {
+    if (mark[from] == to) return;  // already linked through another datum
+    mark[from] = to;
+    edges.push_back({from, to, kIntra});
+  }
+
+  void record(Task* t, const Access* a, std::size_t n) {
+    const auto x = static_cast<std::uint32_t>(rec.size());
+    rec.push_back({t, current_copy, static_cast<std::uint32_t>(accs.size()),
+                   static_cast<std::uint32_t>(accs.size() + n)});
+    accs.insert(accs.end(), a, a + n);
+    mark.push_back(~0u);
+    for (std::size_t i = 0; i < n; ++i) {
+      Datum& d = data[a[i].address];
+      if (a[i].mode == AccessMode::in) {
+        if (d.last_writer >= 0) add_intra(static_cast<std::uint32_t>(d.last_writer), x);
+        d.readers.push_back(x);
+        if (d.first_writer < 0) d.head_readers.push_back(x);
+      } else {
+        if (!d.readers.empty()) {
+          for (std::uint32_t r : d.readers) add_intra(r, x);
+          d.readers.clear();
+        } else if (d.last_writer >= 0) {
+          add_intra(static_cast<std::uint32_t>(d.last_writer), x);
+        }
+        d.last_writer = static_cast<std::int32_t>(x);
+        if (d.first_writer < 0) d.first_writer = static_cast<std::int32_t>(x);
+      }
+    }
+  }
+
+  // --- closure: cross edges, controls, successor arrays ---
+  void close(Worker& w) {
+    m_data = static_cast<std::uint32_t>(rec.size());
+    copy_size.assign(k, 0);
+    for (const Rec& r : rec) ++copy_size[r.copy];
+    const bool controls = pipelined && is_while;
+    m = m_data + (controls ? k : 0);
+    if (pipelined) {
+      for (auto& [address, d] : data) {
+        if (d.first_writer < 0) continue;  // only read: no order between its accesses
+        const auto lw = static_cast<std::uint32_t>(d.last_writer), fw = static_cast<std::uint32_t>(d.first_writer);
+        for (std::uint32_t r : d.head_readers) edges.push_back({lw, r, kCross});
+        if (!d.readers.empty())
+          for (std::uint32_t r : d.readers) edges.push_back({r, fw, kCross});
+        else if (d.head_readers.empty())
+          edges.push_back({lw, fw, kCross});
+      }
+      for (std::uint32_t x = 0; x < m_data; ++x) {
+        bool ordered = false;  // some datum of x is written in the period: (v, p) -> (v, p + 1) is implied
+        for (std::uint32_t i = rec[x].acc_begin; i < rec[x].acc_end && !ordered; ++i)
+          ordered = data[accs[i].address].first_writer >= 0;
+        if (!ordered) edges.push_back({x, x, kCross});
+      }
+    }
+    if (controls) {
+      std::vector<char> pred_in_copy(m_data, 0), succ_in_copy(m_data, 0);
+      for (const IterEdge& e : edges)
+        if (e.kind == kIntra && rec[e.from].copy == rec[e.to].copy) succ_in_copy[e.from] = pred_in_copy[e.to] = 1;
+      for (std::uint32_t x = 0; x < m_data; ++x) {
+        const std::uint32_t c = m_data + rec[x].copy;
+        if (!succ_in_copy[x]) edges.push_back({x, c, kIntra});  // a leaf of its copy
+        if (!pred_in_copy[x]) edges.push_back({c, x, kGate});   // a root of its copy
+      }
+      for (std::uint32_t r = 0; r < k; ++r) {
+        const std::uint32_t c = m_data + r;
+        edges.push_back({c, c, kGate});
+        if (r > 0) edges.push_back({c - 1, c, kIntra});
+      }
+      if (k > 1) edges.push_back({m_data + k - 1, m_data, kCross});
+    }
+    std::sort(edges.begin(), edges.end());
+    edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+    w.counters.edges_created += edges.size();
+
+    nodes.reset(new IterNode[m]);
+    succs.resize(edges.size());
+    for (std::uint32_t x = 0; x < m; ++x) {
+      IterNode& v = nodes[x];
+      v.loop = this;
+      if (x < m_data) {
+        v.task = rec[x].task;
+        v.copy = rec[x].copy;
+      } else {
+        v.control = true;
+        v.copy = x - m_data;
+        v.task = w.allocate();
+        init_task(w, v.task, owner);
+      }
+      v.task->flags |= kPersistent;
+      v.task->iter = &v;
+    }
+    for (std::size_t i = 0; i < edges.size(); ++i) {
+      const IterEdge& e = edges[i];
+      IterNode& from = nodes[e.from];
+      if (!from.succ) from.succ = &succs[i];
+      ++from.n_succ;
+      succs[i] = {&nodes[e.to], e.kind};
+      if (e.kind == kIntra) ++nodes[e.to].first;
+      ++nodes[e.to].rearm;
+    }
+    for (std::uint32_t x = 0; x < m; ++x) {
+      nodes[x].pending[0].store(nodes[x].first, std::memory_order_relaxed);
+      nodes[x].pending[1].store(nodes[x].rearm, std::memory_order_relaxed);
+    }
+    data.clear();
+    mark.clear();
+    mark.shrink_to_fit();
+  }
+
+  // --- update: match a refreshed spawn with its vertex ---
+  void update_spawn(Task* t, const Access* a, std::size_t n) {
+    const std::uint32_t x = update_next;
+    char where[160];
+    std::snprintf(where, sizeof where, "weft: taskiter update: iteration %llu, task #%u of the body",
+                  static_cast<unsigned long long>(update_iteration), x - first_of_copy(current_copy));
+    if (x >= m_data || rec[x].copy != current_copy)
+      throw taskiter_error(std::string(where) + ": the body spawns more tasks than it recorded (" +
+                           std::to_string(copy_size[current_copy]) + " in this iteration)");
+    const Rec& r = rec[x];
+    const std::size_t rn = r.acc_end - r.acc_begin;
+    bool same = rn == n;
+    for (std::size_t i = 0; same && i < n; ++i)
+      same = accs[r.acc_begin + i].address == a[i].address && accs[r.acc_begin + i].mode == a[i].mode;
+    if (!same)
+      throw taskiter_error(std::string(where) + " has accesses " + describe(a, n) + ", recorded: " +
+                           describe(&accs[r.acc_begin], rn) + " (update refreshes captured values only)");
+    fresh[x] = t;
+    ++update_next;
+  }
+  std::uint32_t first_of_copy(std::uint32_t c) const {
+    std::uint32_t s = 0;
+    for (std::uint32_t r = 0; r < c && r < k; ++r) s += copy_size[r];
+    return s;
+  }
+};
+
+namespace {
+using Loop = IterLoop;
+using Succ = IterSucc;
+
+Loop* loop_of(const Task* recorder) {
+  Loop* l;
+  std::memcpy(&l, recorder->body, sizeof l);
+  return l;
+}
+
+// Instances of the taskiter task still to complete, as seen by w (its batched completions included).
+std::int64_t remaining(const Worker& w, const Task* owner) {
+  const std::int64_t n = owner->alive.load(std::memory_order_acquire) - kAliveGuard;
+  return w.counted_parent == owner ? n - w.counted : n;
+}
+
+void wait_for_instances(Worker& w, Task* owner) {
+  wait_until(w, [&] { return remaining(w, owner) == 0; });
+}
+
+void schedule_roots(Worker& w, Loop& L) {
+  for (std::uint32_t x = L.m; x-- > 0;)  // LIFO queue: the first recorded root is taken first
+    if (L.nodes[x].first == 0) schedule(w, L.nodes[x].task);
+}
+
+void run_control(Worker& w, IterNode& c) {
+  Loop& L = *c.loop;
+  c.open = false;
+  if (L.stopped || L.failed.load(std::memory_order_relaxed)) {
+    L.stopped = true;
+    return;
+  }
+  bool go = false;
+  try {
+    go = L.spec->cond(L.spec->closure);
+  } catch (...) {
+    L.failed.store(true, std::memory_order_relaxed);
+    record_error(w, L.owner, std::current_exception());
+  }
+  if (!go) {
+    L.stopped = true;
+    return;
+  }
+  // The iteration this check decides: its tasks and its control, counted before any of them is released.
+  L.owner->alive.fetch_add(L.copy_size[c.copy] + 1, std::memory_order_relaxed);
+  c.open = true;
+}
+
+// The update clause: run the body for the iterations of period p; each spawn replaces a vertex's body carrier.
+void refresh(Worker& w, Loop& L, Context& rcx, std::uint64_t p) {
+  const std::uint32_t copies = p + 1 == L.n_periods ? static_cast<std::uint32_t>(L.rem) : L.k;
+  L.fresh.assign(L.m_data, nullptr);
+  L.updating = true;
+  L.update_next = 0;
+  for (std::uint32_t c = 0; c < copies; ++c) {
+    L.current_copy = c;
+    L.update_iteration = p * L.k + c;
+    L.spec->body(L.spec->closure, rcx, L.update_iteration);
+    const std::uint32_t expect = L.first_of_copy(c + 1);
+    if (L.update_next != expect)
+      throw taskiter_error("weft: taskiter update: iteration " + std::to_string(L.update_iteration) +
+                           " spawned " + std::to_string(L.update_next - L.first_of_copy(c)) +
+                           " tasks, recorded " + std::to_string(L.copy_size[c]));
+  }
+  L.updating = false;
+  for (std::uint32_t x = 0; x < L.update_next; ++x) {
+    IterNode& v = L.nodes[x];
+    Loop::release_task(w, v.task, true);
+    v.task = L.fresh[x];
+    L.fresh[x] = nullptr;
+    v.task->flags |= kPersistent;
+    v.task->iter = &v;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Engine hooks
+// ---------------------------------------------------------------------------------------------------------
+
+void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
+  Loop& L = *loop_of(recorder);
+  // Validate and merge several accesses to one datum (as register_accesses does).
+  std::vector<Access> merged;
+  merged.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const AccessMode md = acc[i].mode;
+    if (md != AccessMode::in && md != AccessMode::out && md != AccessMode::inout) {
+      Loop::discard(w, t);
+      throw taskiter_error(std::string("weft: taskiter: a recorded task has an access ") + mode_name(md) +
+                           "; tasks spawned by a taskiter body may use in, out and inout only (spawn the "
+                           "concurrent group from one recorded task instead)");
+    }
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[i].address; });
+    if (it == merged.end())
+      merged.push_back(acc[i]);
+    else if (it->mode != md)
+      it->mode = AccessMode::inout;
+  }
+  t->parent = L.owner;
+  t->priority = attrs.priority;
+  t->label = attrs.label;
+  if (L.updating) {
+    try {
+      L.update_spawn(t, merged.data(), merged.size());
+    } catch (...) {
+      Loop::discard(w, t);
+      throw;
+    }
+    return;
+  }
+  ++w.counters.tasks_created;
+  L.record(t, merged.data(), merged.size());
+}
+
+void check_not_recording(const Task*, const char* what) {
+  throw taskiter_error(std::string("weft: ") + what +
+                       " inside a taskiter body: its tasks run only after the body has returned (wait inside a "
+                       "recorded task instead)");
+}
+
+void run_persistent(Worker& w, Task* t) {
+  IterNode& v = *t->iter;
+  Loop& L = *v.loop;
+  if (v.control) return run_control(w, v);
+  // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
+  if (L.failed.load(std::memory_order_relaxed) || (v.period + 1 == L.n_periods && v.copy >= L.rem)) [[unlikely]]
+    return;
+  Context cx(t, &w);
+  try {
+    t->invoke(t, cx);
+  } catch (...) {
+    L.failed.store(true, std::memory_order_relaxed);
+    record_error(w, L.owner, std::current_exception());
+  }
+  ++w.counters.tasks_executed;
+}
+
+void complete_persistent(Worker& w, Task* t, bool failed, Task*& best) {
+  IterNode& v = *t->iter;
+  Loop& L = *v.loop;
+  if (failed) [[unlikely]]
+    L.failed.store(true, std::memory_order_relaxed);
+  t->alive.store(kAliveGuard, std::memory_order_relaxed);
+  const std::uint64_t p = v.period;
+  v.period = p + 1;
+  // Re-arm this parity for (v, p + 2) before anything is released (see the proof at the top).
+  if (v.rearm > 1) v.pending[p & 1].store(v.rearm, std::memory_order_relaxed);
+  const bool gates = v.open;
+  for (std::uint32_t i = 0; i < v.n_succ; ++i) {
+    const Succ& e = v.succ[i];
+    IterNode& s = *e.node;
+    std::uint64_t q = p;
+    if (e.kind != kIntra) {
+      q = p + 1;
+      if (q >= L.n_periods || (e.kind == kGate && !gates)) continue;
+    }
+    const std::int32_t need = q == 0 ? s.first : s.rearm;
+    // A single predecessor needs no atomic: nobody else counts for that instance.
+    if (need == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) offer(w, s.task, best);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The driver: the taskiter task's body
+// ---------------------------------------------------------------------------------------------------------
+
+void check_taskiter(const IterParams& p, const Access* acc, std::size_t n) {
+  if (p.unroll == 0) throw taskiter_error("weft: taskiter: unroll(0) is invalid: expected unroll(k) with k >= 1");
+  for (std::size_t i = 0; i < n; ++i)
+    if (acc[i].mode == AccessMode::weak_in || acc[i].mode == AccessMode::weak_out ||
+        acc[i].mode == AccessMode::weak_inout)
+      throw taskiter_error(std::string("weft: taskiter: the taskiter task cannot have a ") + mode_name(acc[i].mode) +
+                           " access; declare its data with in, out or inout");
+}
+
+void run_taskiter(Context& cx, const IterSpec& spec) {
+  Worker& w = *cx.worker();
+  Task* owner = cx.task();
+  const IterParams& P = spec.params;
+  if (!P.is_while && P.n == 0) return;
+  if (P.is_while && !spec.cond(spec.closure)) return;
+
+  Loop L;
+  L.worker = &w;
+  L.spec = &spec;
+  L.owner = owner;
+  L.is_while = P.is_while;
+  L.pipelined = !P.barrier && !P.update;
+  L.k = P.unroll;
+  if (!P.is_while) {
+    if (L.k > P.n) L.k = static_cast<std::uint32_t>(P.n);
+    L.n_periods = (P.n + L.k - 1) / L.k;
+    L.rem = P.n - (L.n_periods - 1) * L.k;
+  }
+  L.recorder = w.allocate();
+  init_task(w, L.recorder, owner);
+  L.recorder->flags = kRecorder;
+  Loop* self = &L;
+  std::memcpy(L.recorder->body, &self, sizeof self);
+  Context rcx(L.recorder, &w);
+
+  for (std::uint32_t c = 0; c < L.k; ++c) {
+    L.current_copy = c;
+    spec.body(spec.closure, rcx, c);
+  }
+  L.close(w);
+
+  if (L.m_data == 0) {  // the body spawns nothing: only its own code can do anything
+    if (!P.update) {
+      if (P.is_while)
+        throw taskiter_error("weft: taskiter_while: the body spawned no task, so no iteration could change the "
+                             "condition (use weft::update to run the body every iteration)");
+      return;
+    }
+    L.updating = true;  // a spawn now is reported as a changed graph
+    for (std::uint64_t i = L.k; P.is_while ? spec.cond(spec.closure) : i < P.n; ++i) {
+      L.update_iteration = i;
+      L.current_copy = static_cast<std::uint32_t>(i % L.k);
+      spec.body(spec.closure, rcx, i);
+    }
+    return;
+  }
+
+  if (L.pipelined) {
+    const std::uint64_t instances = P.is_while ? L.m : L.n_periods * L.m;
+    owner->alive.fetch_add(static_cast<std::int64_t>(instances), std::memory_order_relaxed);
+    schedule_roots(w, L);
+    wait_for_instances(w, owner);
+    return;
+  }
+  for (std::uint64_t p = 0;; ++p) {
+    if (p > 0) {
+      if (L.failed.load(std::memory_order_relaxed)) break;
+      if (P.is_while ? !spec.cond(spec.closure) : p >= L.n_periods) break;
+      if (P.update) refresh(w, L, rcx, p);
+    }
+    owner->alive.fetch_add(L.m, std::memory_order_relaxed);
+    schedule_roots(w, L);
+    wait_for_instances(w, owner);
+  }
+}
+
+}  // namespace weft::detail
+
+namespace weft {
+
+std::uint64_t taskiter_iteration(const Context& cx) {
+  for (const detail::Task* t = cx.task(); t; t = t->parent)
+    if (t->flags & detail::kPersistent) {
+      const detail::IterNode& v = *t->iter;
+      return v.period * v.loop->k + v.copy;
+    }
+  throw taskiter_error("weft::taskiter_iteration: not called from a task recorded by a taskiter (or one nested "
+                       "in it)");
+}
+
+}  // namespace weft

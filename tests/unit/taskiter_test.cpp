@@ -1,0 +1,517 @@
+// taskiter: recording and cyclic replay, unroll, while-loops (control tasks), update, replay_barrier, the
+// taskiter as a task among siblings, nested tasks, exceptions, rejected uses, statistics.
+#include <gtest/gtest.h>
+#include <weft/weft.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../common/test_util.hpp"
+
+using namespace weft_test;
+
+namespace {
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
+  return x ^ (x >> 29);
+}
+
+// Parameters: workers, immediate successor.
+class Taskiter : public testing::TestWithParam<std::tuple<unsigned, bool>> {
+ protected:
+  weft::Options options() const {
+    return opts(std::get<0>(GetParam()), weft::kDefaultMaxTasks, std::get<1>(GetParam()));
+  }
+};
+
+// A Gauss-Seidel sweep over blocks: each task reads its neighbours and updates its block. The replayed loop
+// must give exactly the sequential result (the order of conflicting accesses is the sequential one).
+template <class... Clauses>
+std::vector<std::uint64_t> sweep(weft::Runtime& rt, int blocks, std::uint64_t iters, Clauses... clauses) {
+  std::vector<std::uint64_t> b(static_cast<std::size_t>(blocks), 1);
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(
+        iters,
+        [&](weft::Context& it) {
+          for (int k = 1; k < blocks - 1; ++k) {
+            std::uint64_t* p = b.data();
+            it.spawn([p, k] { p[k] = mix(p[k], p[k - 1] + 3 * p[k + 1]); }, weft::in(p[k - 1]), weft::in(p[k + 1]),
+                     weft::inout(p[k]));
+          }
+        },
+        clauses...);
+  });
+  return b;
+}
+std::vector<std::uint64_t> sweep_sequential(int blocks, std::uint64_t iters) {
+  std::vector<std::uint64_t> b(static_cast<std::size_t>(blocks), 1);
+  for (std::uint64_t i = 0; i < iters; ++i)
+    for (int k = 1; k < blocks - 1; ++k) b[k] = mix(b[k], b[k - 1] + 3 * b[k + 1]);
+  return b;
+}
+
+TEST_P(Taskiter, GaussSeidelMatchesSequential) {
+  weft::Runtime rt(options());
+  for (std::uint64_t iters : {1u, 2u, 3u, 17u, 200u}) {
+    EXPECT_EQ(sweep(rt, 9, iters), sweep_sequential(9, iters)) << iters << " iterations";
+    EXPECT_EQ(sweep(rt, 9, iters, weft::replay_barrier), sweep_sequential(9, iters)) << "barrier";
+  }
+}
+
+TEST_P(Taskiter, ChainLogInSequentialOrder) {
+  weft::Runtime rt(options());
+  std::vector<int> log;
+  long x = 0;
+  const int tasks = 5, iters = 50;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(iters, [&](weft::Context& it) {
+      for (int t = 0; t < tasks; ++t)
+        it.spawn([&, t](weft::Context& tc) {
+          log.push_back(static_cast<int>(weft::taskiter_iteration(tc)) * tasks + t);
+          ++x;
+        }, weft::inout(x));
+    });
+  });
+  ASSERT_EQ(log.size(), static_cast<std::size_t>(tasks * iters));
+  for (int i = 0; i < tasks * iters; ++i) ASSERT_EQ(log[i], i);
+}
+
+// Readers between writers: readers of iteration i+1 wait for the writer of i, the writer of i+1 waits for
+// the readers of i+1 and (across the boundary) of i.
+TEST_P(Taskiter, ReadersAndWritersAcrossIterations) {
+  weft::Runtime rt(options());
+  std::uint64_t x = 7;
+  const int readers = 4;
+  const std::uint64_t iters = 60;
+  std::vector<std::uint64_t> seen(iters * 2 * readers, 0);
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(iters, [&](weft::Context& it) {
+      for (int r = 0; r < readers; ++r)  // head readers: wait for the last writer of the previous iteration
+        it.spawn([&, r](weft::Context& tc) { seen[weft::taskiter_iteration(tc) * 2 * readers + r] = x; },
+                 weft::in(x));
+      it.spawn([&](weft::Context&) { x = mix(x, 1); }, weft::inout(x));
+      for (int r = 0; r < readers; ++r)  // tail readers: the next first writer waits for them
+        it.spawn([&, r](weft::Context& tc) { seen[weft::taskiter_iteration(tc) * 2 * readers + readers + r] = x; },
+                 weft::in(x));
+    });
+  });
+  std::uint64_t y = 7;
+  for (std::uint64_t i = 0; i < iters; ++i) {
+    for (int r = 0; r < readers; ++r) ASSERT_EQ(seen[i * 2 * readers + r], y) << i;
+    y = mix(y, 1);
+    for (int r = 0; r < readers; ++r) ASSERT_EQ(seen[i * 2 * readers + readers + r], y) << i;
+  }
+  EXPECT_EQ(x, y);
+}
+
+// A task whose data nobody writes (or that has no access) still runs its iterations one after the other.
+TEST_P(Taskiter, ReadOnlyTaskInstancesDoNotOverlap) {
+  weft::Runtime rt(options());
+  const int c = 0;
+  std::atomic<int> inside[3] = {};
+  std::atomic<bool> overlap{false};
+  int runs[3] = {};
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(100, [&](weft::Context& it) {
+      auto body = [&](int t) {
+        return [&, t] {
+          if (inside[t].fetch_add(1) != 0) overlap = true;
+          ++runs[t];  // only this task touches it: safe iff its instances do not overlap
+          busy_for_us(20);
+          inside[t].fetch_sub(1);
+        };
+      };
+      it.spawn(body(0), weft::in(c));
+      it.spawn(body(1));
+      it.spawn(body(2), weft::in(c));
+    });
+  });
+  EXPECT_FALSE(overlap.load());
+  EXPECT_EQ(runs[0] + runs[1] + runs[2], 300);
+}
+
+// No barrier: with two workers, a task of iteration 1 runs while an independent task of iteration 0 is still
+// running; with replay_barrier it cannot.
+TEST(TaskiterConcurrent, IterationsOverlapWithoutBarrier) {
+  for (bool barrier : {false, true}) {
+    weft::Runtime rt(opts(2));
+    int a = 0, b = 0;
+    std::atomic<bool> a1_ran{false};
+    bool overlapped = false;
+    auto body = [&](weft::Context& it) {
+      it.spawn([&](weft::Context& tc) {
+        if (weft::taskiter_iteration(tc) == 1) a1_ran = true;
+      }, weft::inout(a));
+      it.spawn([&](weft::Context& tc) {
+        if (weft::taskiter_iteration(tc) == 0)
+          overlapped = spin_until([&] { return a1_ran.load(); }, std::chrono::milliseconds(barrier ? 100 : 20000));
+      }, weft::inout(b));
+    };
+    rt.run([&](weft::Context& cx) {
+      if (barrier)
+        cx.taskiter(3, body, weft::replay_barrier);
+      else
+        cx.taskiter(3, body);
+    });
+    EXPECT_EQ(overlapped, !barrier) << (barrier ? "replay_barrier" : "pipelined");
+  }
+}
+
+// unroll(2): the task pattern alternates between even and odd iterations (double buffering); n odd.
+TEST_P(Taskiter, UnrollAlternatingBuffers) {
+  weft::Runtime rt(options());
+  for (std::uint64_t n : {1u, 2u, 7u, 40u}) {
+    for (unsigned k : {2u, 4u}) {  // unroll(1) would replay the even pattern only
+      std::uint64_t buf[2] = {3, 0};
+      std::uint64_t steps = 0;
+      rt.run([&](weft::Context& cx) {
+        cx.taskiter(n, [&](weft::Context& it, std::uint64_t i) {
+          const int src = static_cast<int>(i % 2), dst = 1 - src;
+          it.spawn([&buf, &steps, src, dst] { buf[dst] = mix(buf[src], steps++); }, weft::in(buf[src]),
+                   weft::out(buf[dst]), weft::inout(steps));
+        }, weft::unroll(k));
+      });
+      std::uint64_t s[2] = {3, 0}, st = 0;
+      for (std::uint64_t i = 0; i < n; ++i) s[1 - i % 2] = mix(s[i % 2], st++);
+      EXPECT_EQ(steps, n) << "n=" << n << " k=" << k;
+      EXPECT_EQ(buf[n % 2], s[n % 2]) << "n=" << n << " k=" << k;
+    }
+  }
+}
+
+// taskiter_while with unroll(1) runs exactly as `while (cond()) body()`, cond seeing every earlier task.
+TEST_P(Taskiter, WhileLoopExactTripCount) {
+  weft::Runtime rt(options());
+  for (bool barrier : {false, true}) {
+    long x = 0, y = 0;
+    int checks = 0;
+    rt.run([&](weft::Context& cx) {
+      auto cond = [&] {
+        ++checks;
+        return x < 25;
+      };
+      auto body = [&](weft::Context& it) {
+        it.spawn([&] { ++x; }, weft::inout(x));
+        it.spawn([&] { y += x; }, weft::in(x), weft::inout(y));
+      };
+      if (barrier)
+        cx.taskiter_while(cond, body, weft::replay_barrier);
+      else
+        cx.taskiter_while(cond, body);
+    });
+    EXPECT_EQ(x, 25);
+    EXPECT_EQ(y, 25 * 26 / 2);
+    EXPECT_EQ(checks, 26);
+  }
+}
+
+// Strided control with unroll(k): at most k-1 iterations beyond the sequential trip count.
+TEST_P(Taskiter, WhileLoopUnrolledOvershootsLessThanK) {
+  weft::Runtime rt(options());
+  for (unsigned k : {2u, 3u}) {
+    for (long limit : {0L, 1L, 5L, 12L}) {
+      long x = 0;
+      rt.run([&](weft::Context& cx) {
+        cx.taskiter_while([&] { return x < limit; },
+                          [&](weft::Context& it) {
+                            it.spawn([&] { ++x; }, weft::inout(x));
+                          },
+                          weft::unroll(k));
+      });
+      EXPECT_GE(x, limit) << "k=" << k;
+      EXPECT_LT(x, std::max(limit, 1L) + static_cast<long>(k)) << "k=" << k;
+      if (limit == 0) {
+        EXPECT_EQ(x, 0);
+      }
+    }
+  }
+}
+
+// update: the body runs every iteration and refreshes what the tasks captured.
+TEST_P(Taskiter, UpdateRefreshesCapturedValues) {
+  weft::Runtime rt(options());
+  for (unsigned k : {1u, 2u}) {
+    std::uint64_t acc = 1;
+    std::vector<std::uint64_t> order;
+    const std::uint64_t n = 13;
+    rt.run([&](weft::Context& cx) {
+      cx.taskiter(n, [&](weft::Context& it, std::uint64_t i) {
+        const std::uint64_t a = i * 10 + 1, b = i * i;  // by value: refreshed each iteration
+        it.spawn([&acc, &order, a] { acc = mix(acc, a); order.push_back(a); }, weft::inout(acc));
+        it.spawn([&acc, b] { acc = mix(acc, b); }, weft::inout(acc));
+      }, weft::update, weft::unroll(k));
+    });
+    std::uint64_t want = 1;
+    for (std::uint64_t i = 0; i < n; ++i) want = mix(mix(want, i * 10 + 1), i * i);
+    EXPECT_EQ(acc, want) << "k=" << k;
+    ASSERT_EQ(order.size(), n);
+    for (std::uint64_t i = 0; i < n; ++i) EXPECT_EQ(order[i], i * 10 + 1);
+  }
+}
+
+TEST_P(Taskiter, UpdateWhileLoop) {
+  weft::Runtime rt(options());
+  long x = 0;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter_while([&] { return x < 100; },
+                      [&](weft::Context& it, std::uint64_t i) {
+                        const long step = static_cast<long>(i) + 1;
+                        it.spawn([&x, step] { x += step; }, weft::inout(x));
+                      },
+                      weft::update);
+  });
+  EXPECT_EQ(x, 105);  // 1 + 2 + ... + 14
+}
+
+TEST_P(Taskiter, UpdateWithChangedGraphIsReported) {
+  weft::Runtime rt(options());
+  int a = 0, b = 0;
+  auto expect_error = [&](auto&& body, const char* what) {
+    try {
+      rt.run([&](weft::Context& cx) { cx.taskiter(5, body, weft::update); });
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const weft::taskiter_error& e) {
+      EXPECT_NE(std::string(e.what()).find("update"), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&](weft::Context& it, std::uint64_t i) {
+    it.spawn([&] { ++a; }, weft::inout(a));
+    if (i == 3) it.spawn([&] { ++b; }, weft::inout(b));
+  }, "an extra task");
+  expect_error([&](weft::Context& it, std::uint64_t i) {
+    if (i != 2) it.spawn([&] { ++a; }, weft::inout(a));
+  }, "a missing task");
+  expect_error([&](weft::Context& it, std::uint64_t i) {
+    if (i < 2)
+      it.spawn([&] { ++a; }, weft::inout(a));
+    else
+      it.spawn([&] { ++b; }, weft::inout(b));
+  }, "another datum");
+  expect_error([&](weft::Context& it, std::uint64_t i) {
+    if (i < 2)
+      it.spawn([&] { ++a; }, weft::inout(a));
+    else
+      it.spawn([&] { (void)a; }, weft::in(a));
+  }, "another mode");
+  // The runtime stays usable.
+  EXPECT_EQ(sweep(rt, 6, 4), sweep_sequential(6, 4));
+}
+
+// The taskiter is a task: ordered after earlier conflicting siblings, before later ones.
+TEST_P(Taskiter, OrderedAmongSiblings) {
+  weft::Runtime rt(options());
+  long x = 0;
+  long seen_before = -1, seen_after = -1;
+  rt.run([&](weft::Context& cx) {
+    cx.spawn([&] {
+      busy_for_us(2000);
+      x = 100;
+    }, weft::out(x));
+    cx.taskiter(10, [&](weft::Context& it) {
+      it.spawn([&](weft::Context& tc) {
+        if (weft::taskiter_iteration(tc) == 0) seen_before = x;
+        ++x;
+      }, weft::inout(x));
+    }, weft::inout(x), weft::label("iter"));
+    cx.spawn([&] { seen_after = x; }, weft::in(x));
+  });
+  EXPECT_EQ(seen_before, 100);
+  EXPECT_EQ(seen_after, 110);
+}
+
+// Tasks spawned inside recorded tasks are ordinary: they may differ from iteration to iteration.
+TEST_P(Taskiter, NestedTasksDifferPerIteration) {
+  weft::Runtime rt(options());
+  std::vector<long> cells(8, 0);
+  long total = 0;
+  const std::uint64_t n = 20;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(n, [&](weft::Context& it) {
+      it.spawn([&](weft::Context& tc) {
+        const auto i = weft::taskiter_iteration(tc);
+        const int kids = static_cast<int>(i % 8) + 1;
+        for (int c = 0; c < kids; ++c) tc.spawn([&, c, i] { cells[c] += static_cast<long>(i); }, weft::inout(cells[c]));
+        tc.taskwait();
+        for (int c = 0; c < kids; ++c) total += cells[c];
+      }, weft::inout(cells), weft::inout(total));
+    });
+  });
+  std::vector<long> ref(8, 0);
+  long rt_total = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const int kids = static_cast<int>(i % 8) + 1;
+    for (int c = 0; c < kids; ++c) ref[c] += static_cast<long>(i);
+    for (int c = 0; c < kids; ++c) rt_total += ref[c];
+  }
+  EXPECT_EQ(cells, ref);
+  EXPECT_EQ(total, rt_total);
+}
+
+TEST_P(Taskiter, NestedTaskiterInBody) {
+  weft::Runtime rt(options());
+  long x = 0, y = 0;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(4, [&](weft::Context& it) {
+      it.taskiter(5, [&](weft::Context& inner) { inner.spawn([&] { ++x; }, weft::inout(x)); }, weft::inout(x));
+      it.spawn([&] { y += x; }, weft::in(x), weft::inout(y));
+    });
+  });
+  EXPECT_EQ(x, 20);
+  EXPECT_EQ(y, 5 + 10 + 15 + 20);
+}
+
+TEST_P(Taskiter, ExceptionStopsLoopAndPropagates) {
+  weft::Runtime rt(options());
+  for (bool barrier : {false, true}) {
+    std::atomic<int> ran_after{0};
+    long x = 0;
+    bool caught = false;
+    rt.run([&](weft::Context& cx) {
+      auto body = [&](weft::Context& it) {
+        it.spawn([&](weft::Context& tc) {
+          const auto i = weft::taskiter_iteration(tc);
+          if (i == 3) throw std::runtime_error("boom at 3");
+          if (i > 3) ++ran_after;
+          ++x;
+        }, weft::inout(x));
+      };
+      if (barrier)
+        cx.taskiter(1000, body, weft::replay_barrier);
+      else
+        cx.taskiter(1000, body);
+      try {
+        cx.taskwait();
+      } catch (const std::runtime_error& e) {
+        caught = std::string(e.what()) == "boom at 3";
+      }
+    });
+    EXPECT_TRUE(caught);
+    EXPECT_EQ(x, 3);
+    EXPECT_EQ(ran_after.load(), 0);
+  }
+  EXPECT_EQ(sweep(rt, 6, 4), sweep_sequential(6, 4));  // still usable
+}
+
+TEST_P(Taskiter, ExceptionInConditionOrBodyPropagates) {
+  weft::Runtime rt(options());
+  long x = 0;
+  EXPECT_THROW(rt.run([&](weft::Context& cx) {
+    cx.taskiter_while([&] {
+      if (x == 4) throw std::out_of_range("cond");
+      return true;
+    }, [&](weft::Context& it) { it.spawn([&] { ++x; }, weft::inout(x)); });
+  }), std::out_of_range);
+  EXPECT_EQ(x, 4);
+  EXPECT_THROW(rt.run([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) {
+      it.spawn([&] { ++x; }, weft::inout(x));
+      throw std::length_error("body");
+    });
+  }), std::length_error);
+  EXPECT_EQ(x, 4);  // the recorded task never ran
+  // A failed nested child fails its recorded task, which stops the loop.
+  long y = 0;
+  EXPECT_THROW(rt.run([&](weft::Context& cx) {
+    cx.taskiter(50, [&](weft::Context& it) {
+      it.spawn([&](weft::Context& tc) {
+        ++y;
+        if (weft::taskiter_iteration(tc) == 5) tc.spawn([] { throw std::domain_error("child"); });
+      }, weft::inout(y));
+    });
+  }), std::domain_error);
+  EXPECT_EQ(y, 6);
+}
+
+TEST_P(Taskiter, RejectedUses) {
+  weft::Runtime rt(options());
+  int a = 0;
+  auto fails = [&](auto&& prog, const char* needle) {
+    try {
+      rt.run(prog);
+      ADD_FAILURE() << "no taskiter_error, expected one mentioning " << needle;
+    } catch (const weft::taskiter_error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  fails([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) { it.spawn([&] { ++a; }, weft::inoutset(a)); });
+  }, "inoutset");
+  fails([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) { it.spawn([&] { ++a; }, weft::commutative(a)); });
+  }, "commutative");
+  fails([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) { it.spawn([&] { ++a; }, weft::weak_inout(a)); });
+  }, "weak_inout");
+  fails([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) { it.spawn([&] { ++a; }, weft::inout(a)); }, weft::weak_in(a));
+  }, "weak_in");
+  fails([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) {
+      it.spawn([&] { ++a; }, weft::inout(a));
+      it.taskwait();
+    });
+  }, "taskwait");
+  fails([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) { it.taskwait_on(a); });
+  }, "taskwait_on");
+  fails([&](weft::Context& cx) { cx.taskiter(3, [&](weft::Context&) {}, weft::unroll(0)); }, "unroll");
+  fails([&](weft::Context& cx) { cx.taskiter_while([] { return true; }, [&](weft::Context&) {}); }, "no task");
+  fails([&](weft::Context& cx) { (void)weft::taskiter_iteration(cx); }, "taskiter_iteration");
+  EXPECT_EQ(a, 0);
+}
+
+TEST_P(Taskiter, DegenerateLoops) {
+  weft::Runtime rt(options());
+  int calls = 0, runs = 0;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(0, [&](weft::Context& it) {
+      ++calls;
+      it.spawn([&] { ++runs; });
+    });
+    cx.taskiter_while([] { return false; }, [&](weft::Context& it) {
+      ++calls;
+      it.spawn([&] { ++runs; });
+    });
+  });
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(runs, 0);
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(5, [&](weft::Context&) { ++calls; });                  // nothing recorded: body once
+    cx.taskiter(5, [&](weft::Context&) { ++calls; }, weft::update);    // update: every iteration
+    cx.taskiter(4, [&](weft::Context& it) { it.spawn([&] { ++runs; }); });  // no access
+  });
+  EXPECT_EQ(calls, 6);
+  EXPECT_EQ(runs, 4);
+}
+
+TEST_P(Taskiter, Statistics) {
+  weft::Runtime rt(options());
+  rt.reset_stats();
+  long x = 0;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(30, [&](weft::Context& it) {
+      for (int t = 0; t < 4; ++t) it.spawn([&] { ++x; }, weft::inout(x));
+    });
+  });
+  const weft::Stats s = rt.stats();
+  EXPECT_EQ(x, 120);
+  EXPECT_EQ(s.tasks_created, 5u);  // the taskiter task and its 4 recorded tasks
+  EXPECT_EQ(s.tasks_executed, 121u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, Taskiter,
+                         testing::Combine(testing::Values(1u, 2u, 4u), testing::Bool()),
+                         [](const auto& info) {
+                           char name[32];
+                           std::snprintf(name, sizeof name, "w%u_%s", std::get<0>(info.param),
+                                         std::get<1>(info.param) ? "is" : "nois");
+                           return std::string(name);
+                         });
+
+}  // namespace
