@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# weft's main job: installs what is missing (scripts/install-deps.sh), builds the `release` preset and runs the
-# micro-benchmarks (weft next to its peers) in their quick mode, printing their table.
+# weft's main job: installs what is missing (scripts/install-deps.sh), builds the `release` preset, then runs
+# weft side by side with its peers on this machine, printing their tables:
+#   1. the micro-benchmarks (bench/micro/weft-bench-micro: chain, tree, independent, taskiter replay, flow graphs)
+#   2. the Task Bench METG comparison (tools/metg: stencil_1d, 1 and 2 cores, every built system)
+# Both in their quick modes (about 5 minutes in all on 2 cores).
 #
-#   bash scripts/main.sh [--no-deps] [--full] [-- ARGS...]
+#   bash scripts/main.sh [--no-deps] [--full] [--no-micro] [--no-metg] [-- ARGS...]
 #     --no-deps   do not run scripts/install-deps.sh
-#     --full      run the benchmarks without --quick (long)
-#     ARGS        passed on to the benchmark program
+#     --full      run both without --quick (long: an hour or more)
+#     --no-micro  skip the micro-benchmarks
+#     --no-metg   skip the METG comparison
+#     ARGS        passed on to the micro-benchmark program
 set -euo pipefail
 self=$(realpath "${BASH_SOURCE[0]}")
 cd "$(dirname "$self")/.."
 
-do_deps=1
+do_deps=1 do_micro=1 do_metg=1
 mode=(--quick)
 extra=()
 while (($#)); do
   case "$1" in
     --no-deps) do_deps=0 ;;
     --full) mode=() ;;
+    --no-micro) do_micro=0 ;;
+    --no-metg) do_metg=0 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$self"; exit 0 ;;
     *) extra+=("$1") ;;
@@ -30,15 +37,24 @@ echo "main.sh: building the release preset"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc 2>/dev/null || echo 2)"
 
-bench=build/release/bench/micro/weft-bench-micro
-if [[ ! -x "$bench" ]]; then
-  bench=$(find build/release -type f -name weft-bench-micro -perm -u+x -print -quit 2>/dev/null || true)
-fi
-if [[ -z "$bench" || ! -x "$bench" ]]; then
-  echo "main.sh: no weft-bench-micro program under build/release (is bench/ built? WEFT_BUILD_BENCH=ON)" >&2
-  exit 1
-fi
+micro() {
+  local bench=build/release/bench/micro/weft-bench-micro
+  if [[ ! -x "$bench" ]]; then
+    echo "main.sh: no $bench (is bench/ built? WEFT_BUILD_BENCH=ON)" >&2
+    return 1
+  fi
+  echo "main.sh: $bench ${mode[*]} ${extra[*]}"
+  echo
+  "$bench" "${mode[@]}" "${extra[@]}"
+}
 
-echo "main.sh: $bench ${mode[*]} ${extra[*]}"
-echo
-"$bench" "${mode[@]}" "${extra[@]}"
+metg() {
+  echo
+  echo "main.sh: tools/metg ${mode[*]} --bin build/release/bench/taskbench"
+  tools/metg "${mode[@]}" --bin build/release/bench/taskbench
+}
+
+status=0
+if ((do_micro)); then micro || status=1; fi
+if ((do_metg)); then metg || status=1; fi
+exit $status
