@@ -12,7 +12,7 @@
 #     sanitizer gets a reason too: its static libraries need GCC's sanitizer runtime, which clang cannot link.
 #
 #   weft_add_libomp_executable(<target> OUTPUT <file> SOURCES <src...> [DEPENDS <file...>]
-#                              [LIBRARIES <static library target...>])
+#                              [LIBRARIES <static library target...>] [DEFINES <NAME=VALUE...>])
 #     Builds <file> (an absolute path) from SOURCES with clang++ -fopenmp=libomp -O3 (whatever the build type:
 #     these are benchmark executables), linking the given GCC-built static libraries (their interface include
 #     directories and compile definitions are used too) and libomp with an rpath. <target> is a custom target
@@ -63,7 +63,7 @@ function(weft_find_libomp skip_var)
 endfunction()
 
 function(weft_add_libomp_executable target)
-  cmake_parse_arguments(ARG "" "OUTPUT" "SOURCES;DEPENDS;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "" "OUTPUT" "SOURCES;DEPENDS;LIBRARIES;DEFINES" ${ARGN})
   if(NOT ARG_OUTPUT OR NOT ARG_SOURCES)
     message(FATAL_ERROR "weft_add_libomp_executable(${target}): OUTPUT and SOURCES are required")
   endif()
@@ -79,6 +79,9 @@ function(weft_add_libomp_executable target)
     list(APPEND _deps ${_abs})
   endforeach()
   set(_flags "")
+  foreach(_d IN LISTS ARG_DEFINES)
+    list(APPEND _flags "-D${_d}")
+  endforeach()
   set(_libs "")
   foreach(_lib IN LISTS ARG_LIBRARIES)
     # Transitive usage requirements of the library (evaluated at generation time); empty ones add no flag.

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Runs weft-apps and weft-apps-libomp side by side and prints the ratios of the taskiter targets.
+
+For each repetition and application, both programs run every variant over the block-size sweep (one timed
+run per variant; the programs alternate which goes first), and every run is checked against the serial
+reference by the programs themselves. Then, per application:
+
+  peak      the best median figure of merit over all variants and block sizes;
+  block     the smallest block size at which weft-tasks still reaches 50% of that peak;
+  ratios    at that block size: weft-taskiter-is over weft-tasks, gomp-tasks, libomp-tasks, weft-replay,
+            weft-taskiter (immediate successor off).
+
+and the geometric mean of the ratios over multisaxpy, heat, nbody and hpccg (heat-while is shown but not
+in the mean), with the targets: >= 3x weft tasks, >= 5x GCC OpenMP tasks, and taskiter+IS never slower than
+replay with barrier (at any block size).
+
+usage: bench/apps/compare.py [--build DIR] [--reps R] [--workers N] [--apps LIST] [--quick] [--csv FILE]
+                             [-- extra weft-apps options, e.g. --blocks=...]
+"""
+import argparse
+import csv
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MEAN_APPS = ["multisaxpy", "heat", "nbody", "hpccg"]
+ALL_APPS = ["multisaxpy", "heat", "heat-while", "nbody", "hpccg"]
+GCC_VARIANTS = "weft-tasks,weft-taskiter,weft-taskiter-is,weft-replay,gomp-tasks,gomp-for"
+LLVM_VARIANTS = "libomp-tasks,libomp-for"
+BEST = "weft-taskiter-is"
+VERSUS = ["weft-tasks", "gomp-tasks", "libomp-tasks", "weft-replay", "weft-taskiter"]
+
+
+def find_build(arg):
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    for d in ([arg] if arg else [os.path.join(root, "build", "release"), os.path.join(root, "build")]):
+        exe = os.path.join(d, "bench", "apps", "weft-apps")
+        if os.access(exe, os.X_OK):
+            return os.path.join(d, "bench", "apps")
+    sys.exit("compare.py: weft-apps not found (build it, or pass --build DIR with DIR/bench/apps/weft-apps)")
+
+
+def run(exe, app, variants, args, extra, out_rows):
+    with tempfile.NamedTemporaryFile(suffix=".csv", delete=False) as f:
+        path = f.name
+    try:
+        cmd = [exe, f"--app={app}", f"--variant={variants}", "--reps=1", f"--csv={path}",
+               f"--workers={args.workers}"] + (["--quick"] if args.quick else []) + extra
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode != 0:
+            sys.stdout.write(p.stdout)
+            sys.exit(f"compare.py: {' '.join(cmd)} failed (exit status {p.returncode})")
+        with open(path) as f:
+            out_rows.extend(csv.DictReader(f))
+    finally:
+        os.unlink(path)
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", help="build directory (default build/release)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--apps", default=",".join(ALL_APPS))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--csv", help="write every run to this CSV file")
+    ap.add_argument("extra", nargs="*", help="more weft-apps options (after --)")
+    args = ap.parse_args()
+    apps = args.apps.split(",")
+    for a in apps:
+        if a not in ALL_APPS:
+            sys.exit(f"compare.py: unknown app '{a}' ({', '.join(ALL_APPS)})")
+    if args.reps < 1 or args.workers < 1:
+        sys.exit("compare.py: --reps and --workers must be at least 1")
+    bindir = find_build(args.build)
+    programs = [(os.path.join(bindir, "weft-apps"), GCC_VARIANTS)]
+    llvm = os.path.join(bindir, "weft-apps-libomp")
+    if os.access(llvm, os.X_OK):
+        programs.append((llvm, LLVM_VARIANTS))
+    else:
+        print("compare.py: weft-apps-libomp not built: no LLVM OpenMP column")
+
+    rows = []
+    for rep in range(args.reps):
+        for app in apps:
+            order = programs if rep % 2 == 0 else list(reversed(programs))
+            for exe, variants in order:
+                run(exe, app, variants, args, args.extra, rows)
+        print(f"compare.py: repetition {rep + 1}/{args.reps} done", flush=True)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+
+    fom = {}  # (app, variant, block) -> [fom]
+    task_us = {}
+    for r in rows:
+        key = (r["app"], r["variant"], int(r["block"]))
+        fom.setdefault(key, []).append(float(r["fom"]))
+        task_us.setdefault((r["app"], int(r["block"])), []).append(float(r["task_us"]))
+    med = {k: statistics.median(v) for k, v in fom.items()}
+    variants = [v for v in ["weft-tasks", "weft-taskiter", "weft-taskiter-is", "weft-replay", "gomp-tasks",
+                            "gomp-for", "libomp-tasks", "libomp-for"] if any(k[1] == v for k in med)]
+
+    ratios = {}  # app -> {versus: ratio}
+    never_slower = True
+    print(f"\nmedians of {args.reps} interleaved runs, {args.workers} workers; task_us = serial time per task")
+    for app in apps:
+        blocks = sorted({k[2] for k in med if k[0] == app})
+        peak = max(v for k, v in med.items() if k[0] == app)
+        print(f"\n{app} (peak {peak:.4g})")
+        print(f"{'block':>8} {'task_us':>8} " + " ".join(f"{v:>16}" for v in variants))
+        chosen = None
+        for b in blocks:
+            cells = [med.get((app, v, b)) for v in variants]
+            print(f"{b:>8} {statistics.median(task_us[(app, b)]):>8.3f} " +
+                  " ".join(f"{c:>16.4g}" if c is not None else f"{'-':>16}" for c in cells))
+            wt = med.get((app, "weft-tasks", b))
+            if chosen is None and wt is not None and wt >= 0.5 * peak:
+                chosen = b
+            best, rep_ = med.get((app, BEST, b)), med.get((app, "weft-replay", b))
+            if best is not None and rep_ is not None and best < rep_:
+                never_slower = False
+                print(f"{'':>8} {BEST} slower than weft-replay at block {b}")
+        if chosen is None:
+            print("  weft-tasks never reaches 50% of the peak: no ratio")
+            continue
+        ratios[app] = {v: med[(app, BEST, chosen)] / med[(app, v, chosen)]
+                       for v in VERSUS if (app, v, chosen) in med and (app, BEST, chosen) in med}
+        print(f"  smallest block where weft-tasks >= 50% of peak: {chosen}; {BEST} over: " +
+              ", ".join(f"{v} {r:.2f}x" for v, r in ratios[app].items()))
+
+    print(f"\n{BEST} speed-up at that block size (geometric mean over {', '.join(MEAN_APPS)}):")
+    print(f"{'':>12} " + " ".join(f"{v:>14}" for v in VERSUS))
+    for app in apps:
+        if app in ratios:
+            print(f"{app:>12} " + " ".join(f"{ratios[app].get(v, float('nan')):>13.2f}x" for v in VERSUS))
+    gm = {v: geomean([ratios[a][v] for a in MEAN_APPS if a in ratios and v in ratios[a]]) for v in VERSUS}
+    print(f"{'geomean':>12} " + " ".join(f"{gm[v]:>13.2f}x" for v in VERSUS))
+    complete = all(a in ratios for a in MEAN_APPS)
+    note = "" if complete else " (not all four apps measured)"
+    print(f"\ntargets{note}:")
+    print(f"  taskiter+IS >= 3x weft tasks:        {gm['weft-tasks']:.2f}x  {'met' if gm['weft-tasks'] >= 3 else 'NOT met'}")
+    print(f"  taskiter+IS >= 5x GCC OpenMP tasks:  {gm['gomp-tasks']:.2f}x  {'met' if gm['gomp-tasks'] >= 5 else 'NOT met'}")
+    print(f"  taskiter+IS never slower than replay with barrier: {'met' if never_slower else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
