@@ -201,14 +201,44 @@ struct Slot<V, false> {
   }
 };
 
-/// The values an aggregator input collected for one task.
+/// The values an aggregator input collected for one task: this header and `target` slots after it, in one
+/// allocation (a task's aggregator costs one allocation, not two). Slots never move once set.
 template <class V>
 struct AggStore {
-  std::size_t target = 0;
-  std::vector<Slot<V>> items;
-  ~AggStore() {
-    for (auto& s : items) s.destroy();
+  std::size_t target;
+  std::size_t size = 0;  ///< slots set so far (the first `size` slots hold values)
+
+  static AggStore* make(std::size_t target) {
+    if (target > (std::size_t(-1) - kItems) / sizeof(Slot<V>)) throw std::bad_array_new_length();
+    void* mem = kOverAligned ? ::operator new(bytes(target), std::align_val_t{kAlign}) : ::operator new(bytes(target));
+    return ::new (mem) AggStore(target);
   }
+  static void destroy(AggStore* s) noexcept {
+    Slot<V>* it = s->items();
+    for (std::size_t i = 0; i < s->size; ++i) it[i].destroy();
+    const std::size_t n = bytes(s->target);
+    s->~AggStore();
+    if constexpr (kOverAligned)
+      ::operator delete(static_cast<void*>(s), n, std::align_val_t{kAlign});
+    else
+      ::operator delete(static_cast<void*>(s), n);
+  }
+  Slot<V>* items() { return reinterpret_cast<Slot<V>*>(reinterpret_cast<unsigned char*>(this) + kItems); }
+  Slot<V>& operator[](std::size_t i) { return items()[i]; }
+  /// Stores the next value (src as for Slot::set); counts it only once it is constructed.
+  template <class Src>
+  void add(Src&& src) {
+    ::new (static_cast<void*>(items() + size)) Slot<V>;
+    items()[size].set(std::forward<Src>(src));
+    ++size;
+  }
+
+ private:
+  explicit AggStore(std::size_t n) : target(n) {}
+  static constexpr std::size_t kAlign = alignof(Slot<V>) > alignof(std::size_t) ? alignof(Slot<V>) : alignof(std::size_t);
+  static constexpr bool kOverAligned = kAlign > __STDCPP_DEFAULT_NEW_ALIGNMENT__;  // plain new is cheaper otherwise
+  static constexpr std::size_t kItems = (2 * sizeof(std::size_t) + alignof(Slot<V>) - 1) / alignof(Slot<V>) * alignof(Slot<V>);
+  static std::size_t bytes(std::size_t n) { return kItems + n * sizeof(Slot<V>); }
 };
 
 }  // namespace detail
@@ -219,9 +249,9 @@ struct AggStore {
 template <class V>
 class Aggregator {
  public:
-  std::size_t size() const { return store_->items.size(); }
+  std::size_t size() const { return store_->size; }
   bool empty() const { return size() == 0; }
-  const V& operator[](std::size_t i) const { return store_->items[i].read(); }
+  const V& operator[](std::size_t i) const { return (*store_)[i].read(); }
   class iterator {
    public:
     using value_type = V;

@@ -190,7 +190,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     const auto& st = [&]() -> const auto& {
       if constexpr (kAgg<J>) {
         if (in.count_of)
-          count_of_[J] = [f = in.count_of](const KS& k) { return f(k); };
+          count_of_[J] = in.count_of;
         else
           fixed_[J] = in.fixed;
         return in.edge.state();
@@ -287,20 +287,16 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
             if (n == 0)
               throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": aggregator input " +
                           std::to_string(J) + " expects 0 values but received one");
-            auto* st = new detail::AggStore<InV<J>>;
-            st->target = n;
-            st->items.reserve(n);  // never reallocated: slots are not relocatable
-            slot = st;
+            slot = detail::AggStore<InV<J>>::make(n);
             r->mask |= bit<J>;
           }
           auto* st = slot;
-          if (st->items.size() == st->target)
+          if (st->size == st->target)
             throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": aggregator input " +
                         std::to_string(J) + " received more than the " + std::to_string(st->target) +
                         " values it expects");
-          st->items.emplace_back();
-          st->items.back().set(std::forward<Src>(src));
-          if (st->items.size() == st->target) ready = satisfied(bucket, t);
+          st->add(std::forward<Src>(src));
+          if (st->size == st->target) ready = satisfied(bucket, t);
         } else {
           if (r->mask & bit<J>)
             throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": input " +
@@ -338,7 +334,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
           if constexpr (kAgg<J>) {
             const auto* st = std::get<J>(r.slots);
             const bool started = r.mask & bit<J>;
-            one(J, !started || st->items.size() < st->target, started ? st->items.size() : 0,
+            one(J, !started || st->size < st->target, started ? st->size : 0,
                 started ? st->target : 0);
           } else {
             one(J, !(r.mask & bit<J>), 0, 0);
@@ -354,7 +350,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
           [&] {
             if (r->mask & bit<J>) {
               if constexpr (kAgg<J>)
-                delete std::get<J>(r->slots);
+                detail::AggStore<InV<J>>::destroy(std::get<J>(r->slots));
               else
                 std::get<J>(r->slots).destroy();
             }
