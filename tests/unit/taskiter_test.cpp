@@ -482,8 +482,9 @@ TEST_P(Taskiter, DegenerateLoops) {
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(runs, 0);
   rt.run([&](weft::Context& cx) {
-    cx.taskiter(5, [&](weft::Context&) { ++calls; });                  // nothing recorded: body once
-    cx.taskiter(5, [&](weft::Context&) { ++calls; }, weft::update);    // update: every iteration
+    // Sibling taskiters run concurrently unless their accesses order them: both count in `calls`.
+    cx.taskiter(5, [&](weft::Context&) { ++calls; }, weft::inout(calls));                // nothing recorded: body once
+    cx.taskiter(5, [&](weft::Context&) { ++calls; }, weft::update, weft::inout(calls));  // update: every iteration
     cx.taskiter(4, [&](weft::Context& it) { it.spawn([&] { ++runs; }); });  // no access
   });
   EXPECT_EQ(calls, 6);
