@@ -146,31 +146,10 @@ void free_task(Worker& w, Task* t) {
     free_remote(w, t);
 }
 
-void init_task(Worker&, Task* t, Task* parent) {
-  t->succ_head.store(0, std::memory_order_relaxed);
-  t->cancelled.store(false, std::memory_order_relaxed);
-  t->flags = 0;
-  t->alive.store(kAliveGuard, std::memory_order_relaxed);
-  t->parent = parent;
-  t->priority = 0;
-  t->label = nullptr;
-  t->mark = nullptr;
-  t->joined = 0;
-}
-
 // ---------------------------------------------------------------------------------------------------------
-// Retired children: no record names them any more; recycled once finished (producer thread only).
+// Retired children: no record names them any more (retire, engine.hpp); recycled once finished (producer
+// thread only).
 // ---------------------------------------------------------------------------------------------------------
-
-void retire(Task* producer, Task* t) {
-  t->retired_next = nullptr;
-  if (producer->retired_tail)
-    producer->retired_tail->retired_next = t;
-  else
-    producer->retired_head = t;
-  producer->retired_tail = t;
-  ++producer->retired_count;
-}
 
 namespace {
 

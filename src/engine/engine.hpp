@@ -35,20 +35,28 @@ Counters operator-(const Counters& a, const Counters& b);
 /// The public Stats of the sum of n workers' counters.
 Stats sum_stats(const Counters* c, std::size_t n);
 
-/// A growable array that keeps its storage across uses (no allocation on the hot path).
+/// A growable array that keeps its storage across uses (no allocation on the hot path). The capacity is kept
+/// beside the count, so that a push compares two fields (no vector size arithmetic) on the spawn path.
 class TaskBuffer {
  public:
   void clear() { n_ = 0; }
   void push(Task* t) {
-    if (n_ == store_.size()) store_.resize(2 * n_ + 16);
-    store_[n_++] = t;
+    if (n_ == cap_) [[unlikely]]
+      grow();
+    data_[n_++] = t;
   }
-  Task** data() { return store_.data(); }
+  Task** data() { return data_; }
   std::size_t size() const { return n_; }
 
  private:
+  [[gnu::noinline]] void grow() {
+    store_.resize(2 * n_ + 16);
+    data_ = store_.data();
+    cap_ = store_.size();
+  }
+  Task** data_ = nullptr;
+  std::size_t n_ = 0, cap_ = 0;
   std::vector<Task*> store_;
-  std::size_t n_ = 0;
 };
 
 struct alignas(64) Worker {
@@ -132,7 +140,19 @@ class Engine {
 extern thread_local Worker* tls_worker;
 
 // --- scheduling and completion (engine.cpp) ---
-void init_task(Worker& w, Task* t, Task* parent);
+/// Sets the fields of a descriptor fresh from a pool that vary from task to task (the rest stay zero while it is
+/// free; see free_task). Inline: it is on every spawn.
+inline void init_task(Worker&, Task* t, Task* parent) {
+  t->succ_head.store(0, std::memory_order_relaxed);
+  t->cancelled.store(false, std::memory_order_relaxed);
+  t->flags = 0;
+  t->alive.store(kAliveGuard, std::memory_order_relaxed);
+  t->parent = parent;
+  t->priority = 0;
+  t->label = nullptr;
+  t->mark = nullptr;
+  t->joined = 0;
+}
 /// t is ready: queue it on w.
 inline void schedule(Worker& w, Task* t) {
   if (t->priority == 0)
@@ -156,7 +176,17 @@ inline void offer(Worker& w, Task* s, Task*& best) {
   }
 }
 void free_task(Worker& w, Task* t);            ///< return t (and what hangs off it) to its owner's pool
-void retire(Task* producer, Task* t);          ///< t is no longer named by a record of producer's domain
+/// t is no longer named by a record of producer's domain: appended to the producer's retired list, recycled once
+/// finished (producer thread only). Inline: called for nearly every task by the domain code.
+inline void retire(Task* producer, Task* t) {
+  t->retired_next = nullptr;
+  if (producer->retired_tail)
+    producer->retired_tail->retired_next = t;
+  else
+    producer->retired_head = t;
+  producer->retired_tail = t;
+  ++producer->retired_count;
+}
 Task* find_queued_work(Worker& w);  ///< own queues by priority, then stealing
 /// The next task for w: its immediate successor, else queued work.
 inline Task* find_work(Worker& w) {

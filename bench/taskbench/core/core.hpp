@@ -176,6 +176,8 @@ class OutputBuffers {
                     static_cast<std::size_t>(t % generations_)) * stride_;
   }
   std::size_t bytes() const { return bytes_; }
+  /// get(t, p + 1) - get(t, p): lets a caller address many points of one generation with one get().
+  std::size_t point_stride() const { return static_cast<std::size_t>(generations_) * stride_; }
 
  private:
   std::shared_ptr<char[]> storage_;

@@ -37,10 +37,14 @@ bool random_edge(const TaskGraph& g, long dset, long producer, long consumer) {
 
 }  // namespace
 
+// Forces a visitor lambda inline into visit_dependencies' cases (GCC and clang otherwise often leave the
+// lambda out of line, a call per interval on the hot paths inputs_of and execute_task).
+#define WEFT_TB_INLINE __attribute__((always_inline))
+
 // visit(first, last) for every raw dependency interval of `point` in set `dset`, in the spec's order. Inlined
 // into every caller so that walking the dependencies allocates nothing.
 template <class F>
-inline void visit_dependencies(const TaskGraph& g, long dset, long i, F&& visit) {
+WEFT_TB_INLINE inline void visit_dependencies(const TaskGraph& g, long dset, long i, F&& visit) {
   const long W = g.max_width;
   const long r = g.radix;
   switch (g.dependence) {
@@ -145,14 +149,17 @@ long TaskGraph::max_dependence_sets() const {
 
 long TaskGraph::timestep_period() const { return max_dependence_sets(); }
 
-long TaskGraph::dependence_set_at_timestep(long t) const {
-  if (dependence == DependenceType::fft) {
-    const long k = ceil_log2(max_width);
+// Inlined into the per-task paths (inputs_of, execute_task); the member is the public spelling.
+inline long dependence_set_of(const TaskGraph& g, long t) {
+  if (g.dependence == DependenceType::fft) [[unlikely]] {
+    const long k = ceil_log2(g.max_width);
     return (t + k - 1) % k;
   }
-  if (needs_period(dependence)) return t % period;
+  if (needs_period(g.dependence)) return t % g.period;
   return 0;
 }
+
+long TaskGraph::dependence_set_at_timestep(long t) const { return dependence_set_of(*this, t); }
 
 std::vector<Interval> TaskGraph::dependencies(long dset, long point) const {
   std::vector<Interval> out;
@@ -170,7 +177,7 @@ void TaskGraph::inputs_of(long t, long point, std::vector<long>& out) const {
   out.clear();
   if (t <= 0 || t >= timesteps) return;
   const long lo = offset_at_timestep(t - 1), hi = lo + width_at_timestep(t - 1) - 1;
-  visit_dependencies(*this, dependence_set_at_timestep(t), point, [&](long a, long b) {
+  visit_dependencies(*this, dependence_set_of(*this, t), point, [&](long a, long b) WEFT_TB_INLINE {
     for (long p = std::max(a, lo), e = std::min(b, hi); p <= e; ++p) out.push_back(p);
   });
 }
@@ -298,6 +305,74 @@ std::string record(long a, long b) {
   return buf;
 }
 
+// Failure paths of execute_task, out of line and cold so that the checks of a task that passes cost a few
+// compares each.
+[[noreturn, gnu::cold, gnu::noinline]] void not_a_task(const TaskGraph& g, long t, long point) {
+  const long o = g.offset_at_timestep(t);
+  validation_failure(task_name(g, t, point) + " is not a task of the graph (timesteps " + std::to_string(g.timesteps) +
+                     ", live points " + std::to_string(o) + ".." + std::to_string(o + g.width_at_timestep(t) - 1) +
+                     ")");
+}
+[[noreturn, gnu::cold, gnu::noinline]] void missing_input(const TaskGraph& g, long t, long point, std::size_t k,
+                                                          long p, std::size_t n_inputs) {
+  validation_failure(task_name(g, t, point) + ": input " + std::to_string(k) + " (from point " + std::to_string(p) +
+                     " at timestep " + std::to_string(t - 1) + ") is missing: got " + std::to_string(n_inputs) +
+                     " inputs, expected " + std::to_string(g.num_inputs(t, point)));
+}
+[[noreturn, gnu::cold, gnu::noinline]] void bad_input_size(const TaskGraph& g, long t, long point, std::size_t k,
+                                                           long p, const char* in, std::size_t in_bytes) {
+  validation_failure(task_name(g, t, point) + ": input " + std::to_string(k) + " (from point " + std::to_string(p) +
+                     ") has " + std::to_string(in ? in_bytes : 0) + " bytes, expected " +
+                     std::to_string(g.output_bytes));
+}
+// Names the first record of input k that is not (t-1, p).
+[[noreturn, gnu::cold, gnu::noinline]] void bad_input_record(const TaskGraph& g, long t, long point, std::size_t k,
+                                                             long p, const char* in) {
+  for (std::size_t r = 0; r + 16 <= g.output_bytes; r += 16) {
+    std::int64_t got[2];
+    std::memcpy(got, in + r, 16);
+    if (got[0] != t - 1 || got[1] != p)
+      validation_failure(task_name(g, t, point) + ": input " + std::to_string(k) + ", record " +
+                         std::to_string(r / 16) + ": expected " + record(t - 1, p) + ", received " +
+                         record(got[0], got[1]));
+  }
+  std::abort();  // unreachable: called only when a record differs
+}
+[[noreturn, gnu::cold, gnu::noinline]] void ran_twice(const TaskGraph& g, long t, long point) {
+  validation_failure(task_name(g, t, point) + " ran more than once");
+}
+[[noreturn, gnu::cold, gnu::noinline]] void wrong_input_count(const TaskGraph& g, long t, long point,
+                                                              std::size_t n_inputs, std::size_t k) {
+  validation_failure(task_name(g, t, point) + ": received " + std::to_string(n_inputs) + " inputs, expected " +
+                     std::to_string(k));
+}
+[[noreturn, gnu::cold, gnu::noinline]] void bad_scratch(const TaskGraph& g, long t, long point, const char* scratch,
+                                                        std::size_t scr_bytes) {
+  if (scratch == nullptr || scr_bytes != g.scratch_bytes)
+    validation_failure(task_name(g, t, point) + ": scratch buffer has " + std::to_string(scratch ? scr_bytes : 0) +
+                       " bytes, expected " + std::to_string(g.scratch_bytes));
+  std::uint64_t first;
+  std::memcpy(&first, scratch, sizeof first);
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%" PRIx64, first);
+  validation_failure(task_name(g, t, point) + ": scratch buffer starts with " + hex + ", expected 0x5c4a7c8b");
+}
+[[noreturn, gnu::cold, gnu::noinline]] void bad_output(const TaskGraph& g, long t, long point, const char* output,
+                                                       std::size_t out_bytes) {
+  validation_failure(task_name(g, t, point) + ": output buffer has " + std::to_string(output ? out_bytes : 0) +
+                     " bytes, expected " + std::to_string(g.output_bytes));
+}
+
+// Every whole 16-byte record of `in` (bytes long) is (want_t, p): the first record is compared, then the rest
+// against their predecessor in one memcmp (equal to the previous record all along = equal to the first).
+inline bool records_match(const char* in, std::size_t bytes, std::int64_t want_t, std::int64_t p) {
+  std::int64_t got[2];
+  std::memcpy(got, in, 16);
+  if (got[0] != want_t || got[1] != p) return false;
+  const std::size_t whole = bytes & ~std::size_t{15};
+  return whole == 16 || std::memcmp(in + 16, in, whole - 16) == 0;
+}
+
 }  // namespace
 
 // Validates and runs task (t, point). input_at(k, p) gives the k-th input (from point p) as a pointer and a size;
@@ -309,10 +384,8 @@ template <class InputAt>
 void execute_task(const TaskGraph& g, long t, long point, char* output, std::size_t out_bytes, InputAt&& input_at,
                   std::size_t n_inputs, char* scratch, std::size_t scr_bytes) {
   const long o = g.offset_at_timestep(t);
-  if (t < 0 || t >= g.timesteps || point < o || point >= o + g.width_at_timestep(t))
-    validation_failure(task_name(g, t, point) + " is not a task of the graph (timesteps " +
-                       std::to_string(g.timesteps) + ", live points " + std::to_string(o) + ".." +
-                       std::to_string(o + g.width_at_timestep(t) - 1) + ")");
+  if (t < 0 || t >= g.timesteps || point < o || point >= o + g.width_at_timestep(t)) [[unlikely]]
+    not_a_task(g, t, point);
   g.mark_run(t, point);
 
   // Inputs, in inputs_of order.
@@ -320,59 +393,44 @@ void execute_task(const TaskGraph& g, long t, long point, char* output, std::siz
   const std::size_t bytes = g.output_bytes;
   if (t > 0) {
     const long lo = g.offset_at_timestep(t - 1), hi = lo + g.width_at_timestep(t - 1) - 1;
-    const std::int64_t want_t = t - 1;
-    visit_dependencies(g, g.dependence_set_at_timestep(t), point, [&](long a, long b) {
+    visit_dependencies(g, dependence_set_of(g, t), point, [&](long a, long b) WEFT_TB_INLINE {
       for (long p = std::max(a, lo), e = std::min(b, hi); p <= e; ++p, ++k) {
-        if (k >= n_inputs)
-          validation_failure(task_name(g, t, point) + ": input " + std::to_string(k) + " (from point " +
-                             std::to_string(p) + " at timestep " + std::to_string(t - 1) + ") is missing: got " +
-                             std::to_string(n_inputs) + " inputs, expected " + std::to_string(g.num_inputs(t, point)));
+        if (k >= n_inputs) [[unlikely]]
+          missing_input(g, t, point, k, p, n_inputs);
         const auto [in, in_bytes] = input_at(k, p);
-        if (in_bytes != bytes || in == nullptr)
-          validation_failure(task_name(g, t, point) + ": input " + std::to_string(k) + " (from point " +
-                             std::to_string(p) + ") has " + std::to_string(in ? in_bytes : 0) + " bytes, expected " +
-                             std::to_string(bytes));
-        for (std::size_t r = 0; r + 16 <= bytes; r += 16) {
-          std::int64_t got[2];
-          std::memcpy(got, in + r, 16);
-          if (got[0] != want_t || got[1] != p) [[unlikely]]
-            validation_failure(task_name(g, t, point) + ": input " + std::to_string(k) + ", record " +
-                               std::to_string(r / 16) + ": expected " + record(want_t, p) + ", received " +
-                               record(got[0], got[1]));
-        }
+        if (in_bytes != bytes || in == nullptr) [[unlikely]]
+          bad_input_size(g, t, point, k, p, in, in_bytes);
+        if (!records_match(in, bytes, t - 1, p)) [[unlikely]]
+          bad_input_record(g, t, point, k, p, in);
       }
     });
   }
-  if (n_inputs != kExactInputs && k != n_inputs)
-    validation_failure(task_name(g, t, point) + ": received " + std::to_string(n_inputs) + " inputs, expected " +
-                       std::to_string(k));
+  if (n_inputs != kExactInputs && k != n_inputs) [[unlikely]]
+    wrong_input_count(g, t, point, n_inputs, k);
 
   if (g.scratch_bytes > 0) {
-    if (scratch == nullptr || scr_bytes != g.scratch_bytes)
-      validation_failure(task_name(g, t, point) + ": scratch buffer has " + std::to_string(scratch ? scr_bytes : 0) +
-                         " bytes, expected " + std::to_string(g.scratch_bytes));
+    if (scratch == nullptr || scr_bytes != g.scratch_bytes) [[unlikely]]
+      bad_scratch(g, t, point, scratch, scr_bytes);
     std::uint64_t first;
     std::memcpy(&first, scratch, sizeof first);
-    if (first != kScratchMagic) {
-      char hex[32];
-      std::snprintf(hex, sizeof hex, "0x%" PRIx64, first);
-      validation_failure(task_name(g, t, point) + ": scratch buffer starts with " + hex + ", expected 0x5c4a7c8b");
-    }
+    if (first != kScratchMagic) [[unlikely]]
+      bad_scratch(g, t, point, scratch, scr_bytes);
   }
-  if (output == nullptr || out_bytes != bytes)
-    validation_failure(task_name(g, t, point) + ": output buffer has " + std::to_string(output ? out_bytes : 0) +
-                       " bytes, expected " + std::to_string(bytes));
+  if (output == nullptr || out_bytes != bytes) [[unlikely]]
+    bad_output(g, t, point, output, out_bytes);
 
-  run_kernel(g, t, point, scratch);
+  if (g.kernel.type != KernelType::empty) run_kernel(g, t, point, scratch);
 
   const std::int64_t rec[2] = {t, point};
-  for (std::size_t r = 0; r + 16 <= bytes; r += 16) std::memcpy(output + r, rec, 16);
+  std::memcpy(output, rec, 16);
+  for (std::size_t r = 16; r + 16 <= bytes; r += 16) std::memcpy(output + r, rec, 16);
 }
 
 void TaskGraph::mark_run(long t, long point) const {
   if (!marks_) return;
   auto& m = marks_[static_cast<std::size_t>(t) * static_cast<std::size_t>(max_width) + point];
-  if (m.load(std::memory_order_relaxed) != 0) validation_failure(task_name(*this, t, point) + " ran more than once");
+  if (m.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    ran_twice(*this, t, point);
   m.store(1, std::memory_order_relaxed);
 }
 
