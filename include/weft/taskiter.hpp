@@ -45,7 +45,9 @@
 // each iteration has finished (every task of it), seeing its effects. Under unroll(k) the check is strided: the
 // call after iteration i decides iteration i+k, so up to k iterations run concurrently, and up to k-1
 // iterations more than the sequential loop may run once cond() turns false (iterations 1..k-1 run when the
-// first call returns true). cond() runs on a worker, never concurrently with itself. With replay_barrier or
+// first call returns true); cond() then runs while tasks of the next k-1 iterations may run, so data it reads
+// that those tasks write must be synchronised (an atomic, say). cond() runs on a worker, never concurrently
+// with itself. With replay_barrier or
 // update there is no control task: the driver calls cond() between periods, i.e. before each period of k
 // iterations (again at most k-1 iterations beyond the sequential loop).
 //

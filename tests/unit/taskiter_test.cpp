@@ -216,11 +216,12 @@ TEST_P(Taskiter, WhileLoopUnrolledOvershootsLessThanK) {
   weft::Runtime rt(options());
   for (unsigned k : {2u, 3u}) {
     for (long limit : {0L, 1L, 5L, 12L}) {
-      long x = 0;
+      // Atomic: under unroll(k) cond() runs while the next iterations' tasks may run (documented).
+      std::atomic<long> x{0};
       rt.run([&](weft::Context& cx) {
-        cx.taskiter_while([&] { return x < limit; },
+        cx.taskiter_while([&] { return x.load(std::memory_order_relaxed) < limit; },
                           [&](weft::Context& it) {
-                            it.spawn([&] { ++x; }, weft::inout(x));
+                            it.spawn([&] { x.fetch_add(1, std::memory_order_relaxed); }, weft::inout(x));
                           },
                           weft::unroll(k));
       });
