@@ -227,10 +227,13 @@ void idle_backoff(Worker& w) {
   if (w.counted) flush_completions(w);
   // Spin (polling the queues) for some tens of microseconds, then yield, then sleep: a worker that finds no
   // work between the tasks of a busy program stays responsive, an idle one stops burning its core.
+  // A round is short (a few pause instructions, well under a microsecond) so that a task pushed by another
+  // worker is stolen within about a microsecond: at fine grain that latency is paid at every dependency
+  // that crosses workers.
   unsigned r = ++w.idle_rounds;
-  if (r < 256) {
-    for (int i = 0; i < 64; ++i) WEFT_PAUSE();
-  } else if (r < 512) {
+  if (r < 4096) {
+    for (int i = 0; i < 4; ++i) WEFT_PAUSE();
+  } else if (r < 4096 + 256) {
     std::this_thread::yield();
   } else {
     // Sleep until a push wakes us or a short timeout passes (a wake-up racing with going to sleep is then
@@ -238,9 +241,13 @@ void idle_backoff(Worker& w) {
     Engine& e = *w.engine;
     std::unique_lock<std::mutex> lk(e.sleep_mutex);
     e.sleepers.fetch_add(1, std::memory_order_relaxed);
-    e.sleep_cv.wait_for(lk, std::chrono::microseconds(200));
+    const bool notified = e.sleep_cv.wait_for(lk, std::chrono::microseconds(200)) == std::cv_status::no_timeout;
     e.sleepers.fetch_sub(1, std::memory_order_relaxed);
     e.waking.store(false, std::memory_order_relaxed);
+    // Woken because work was pushed: poll again before sleeping. The pusher may well run that task itself before
+    // we get here; without a new polling window we would go back to sleep at once and, on a fine-grained
+    // program, miss every later task too (one worker doing all the work while the other sleeps).
+    if (notified) w.idle_rounds = 0;
   }
 }
 
@@ -603,6 +610,7 @@ void Engine::worker_main(unsigned id) {
       sleep_cv.wait(lk, [&] {
         return stop_.load(std::memory_order_relaxed) || running_.load(std::memory_order_relaxed);
       });
+      w.idle_rounds = 0;  // a new run: poll before sleeping (the last run may have left us in the sleep phase)
       continue;
     }
     if (w.trace) [[unlikely]]

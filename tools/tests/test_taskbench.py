@@ -6,6 +6,7 @@ import stat
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -110,10 +111,20 @@ class ParseSummary(unittest.TestCase):
 class Commands(unittest.TestCase):
     def test_thread_system(self):
         p = taskbench.Pattern(type="stencil_1d", steps=10, width_per_core=2, kernel="compute_bound")
-        argv, env = taskbench.command("/b", "weft", 2, p, 64)
+        argv, _ = taskbench.command("/b", "weft", 2, p, 64)
         self.assertEqual(argv, ["/b/taskbench-weft", "-steps", "10", "-width", "4", "-type", "stencil_1d",
                                 "-kernel", "compute_bound", "-iter", "64", "-workers", "2"])
-        self.assertEqual(env, {})
+        # Threads pinned like mpirun's ranks, unless the environment already says otherwise.
+        with unittest.mock.patch.dict(os.environ, {}, clear=False):
+            os.environ.pop("WEFT_BIND", None)
+            self.assertEqual(taskbench.command("/b", "weft", 2, p, 64)[1], {"WEFT_BIND": "cores"})
+            os.environ["WEFT_BIND"] = "none"
+            self.assertEqual(taskbench.command("/b", "weft", 2, p, 64)[1], {})
+            os.environ.pop("OMP_PROC_BIND", None)
+            os.environ.pop("OMP_PLACES", None)
+            self.assertEqual(taskbench.command("/b", "omp-task-gcc", 2, p, 64)[1],
+                             {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
+            self.assertEqual(taskbench.command("/b", "tbb", 2, p, 64)[1], {})
 
     def test_mpi_system(self):
         argv, env = taskbench.command("/b", "mpi", 2, taskbench.Pattern(steps=5), 1, ("mpirun", "--bind-to", "none"))
