@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/core.hpp"
+#include "weft_runtime.hpp"
 
 namespace {
 
@@ -82,15 +83,7 @@ int main(int argc, char** argv) {
   taskbench::App app(argc, argv);
   app.system_name = "weft";
 
-  weft::Options options;
-  try {
-    options = weft::Options::from_environment();  // WEFT_BIND, WEFT_MAX_TASKS, ...
-    options.num_threads = static_cast<unsigned>(app.workers);
-    options.validate();
-  } catch (const weft::config_error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+  const weft::Options options = taskbench::weft_options(app);
   weft::Runtime rt(options);
   app.display();
 
@@ -113,11 +106,7 @@ int main(int argc, char** argv) {
   }
   std::vector<long> points;
   std::vector<weft::Access> accesses(max_accesses);
-  // Start the runtime before the timer, as the OpenMP, oneTBB and MPI implementations start theirs: wake the
-  // workers and fault in the task pools with as many (empty) tasks as the run can have unfinished.
-  rt.run([&](weft::Context& cx) {
-    for (std::size_t n = 0; n < options.max_tasks; ++n) cx.spawn([] {});
-  });
+  taskbench::start_runtime(rt);
   const double t0 = taskbench::now_seconds();
   rt.run([&](weft::Context& cx) {
     WorkerRunner* const r = runners.data();

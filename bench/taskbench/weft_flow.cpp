@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/core.hpp"
+#include "weft_runtime.hpp"
 
 namespace {
 
@@ -243,15 +244,7 @@ int main(int argc, char** argv) {
   app.system_name = "weft-flow";
   check_limits(app);
 
-  weft::Options options;
-  try {
-    options = weft::Options::from_environment();  // WEFT_BIND, ...
-    options.num_threads = static_cast<unsigned>(app.workers);
-    options.validate();
-  } catch (const weft::config_error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+  const weft::Options options = taskbench::weft_options(app);
   weft::Runtime rt(options);
   app.display();
 
@@ -315,6 +308,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  taskbench::start_runtime(rt);
   const double t0 = taskbench::now_seconds();
   try {
     flow.wait();

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/core.hpp"
+#include "weft_runtime.hpp"
 
 namespace {
 
@@ -125,15 +126,7 @@ int main(int argc, char** argv) {
   taskbench::App app(argc, argv);
   app.system_name = "weft-taskiter";
 
-  weft::Options options;
-  try {
-    options = weft::Options::from_environment();  // WEFT_BIND, WEFT_IMMEDIATE_SUCCESSOR, ...
-    options.num_threads = static_cast<unsigned>(app.workers);
-    options.validate();
-  } catch (const weft::config_error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+  const weft::Options options = taskbench::weft_options(app);
   const LoopPlan plan = plan_loop(app);
   // The recording holds one period's tasks (descriptors and edges) at once, where plain tasks are throttled:
   // refuse a period too large to hold rather than exhaust memory.
@@ -175,6 +168,7 @@ int main(int argc, char** argv) {
 
   std::vector<long> points;
   std::vector<weft::Access> accesses;
+  taskbench::start_runtime(rt);
   const double t0 = taskbench::now_seconds();
   rt.run([&](weft::Context& cx) {
     const long n = plan.steps.end - first;

@@ -1,0 +1,36 @@
+// The weft runtime of the weft implementations of Task Bench (taskbench-weft, -weft-taskiter, -weft-flow).
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <weft/weft.hpp>
+
+#include "core/core.hpp"
+
+namespace taskbench {
+
+/// weft::Options from the WEFT_* environment (WEFT_BIND, WEFT_MAX_TASKS, ...) with -workers threads; a bad value
+/// exits 2 with the message, like a bad flag.
+inline weft::Options weft_options(const App& app) {
+  try {
+    weft::Options options = weft::Options::from_environment();
+    options.num_threads = static_cast<unsigned>(app.workers);
+    options.validate();
+    return options;
+  } catch (const weft::config_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    std::exit(2);
+  }
+}
+
+/// Starts the runtime before the timer, as the OpenMP, oneTBB and MPI implementations start theirs: wakes the
+/// workers and faults in the task pools with as many (empty) tasks as a run can have unfinished.
+inline void start_runtime(weft::Runtime& rt) {
+  const std::size_t n = rt.options().max_tasks;
+  rt.run([n](weft::Context& cx) {
+    for (std::size_t i = 0; i < n; ++i) cx.spawn([] {});
+  });
+}
+
+}  // namespace taskbench
