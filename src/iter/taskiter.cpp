@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "trace/hooks.hpp"
 #include "weft/taskiter.hpp"
 
 namespace weft::detail {
@@ -458,12 +459,16 @@ void run_persistent(Worker& w, Task* t) {
   if (L.failed.load(std::memory_order_relaxed) || (v.period + 1 == L.n_periods && v.copy >= L.rem)) [[unlikely]]
     return;
   Context cx(t, &w);
+  if (w.trace) [[unlikely]]
+    t->trace_tag = v.period * L.k + v.copy;  // traces show the iteration each instance ran for
+  trace::on_body_begin(w, t);
   try {
     t->invoke(t, cx);
   } catch (...) {
     L.failed.store(true, std::memory_order_relaxed);
     record_error(w, L.owner, std::current_exception());
   }
+  trace::on_body_end(w, t);
   ++w.counters.tasks_executed;
 }
 
@@ -531,11 +536,18 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
   std::memcpy(L.recorder->body, &self, sizeof self);
   Context rcx(L.recorder, &w);
 
+  // Profile phases (WEFT_PROFILE / WEFT_TRACE): "record" = running the body k times and closing the graph;
+  // "replay" = the replayed iterations, one phase per period with replay_barrier or update (tag: the period),
+  // one for the whole pipelined loop (tag 0; its iterations overlap).
+  const trace::Ticks record_begin = trace::now(w);
   for (std::uint32_t c = 0; c < L.k; ++c) {
+    trace::set_tag(w, c);
     L.current_copy = c;
     spec.body(spec.closure, rcx, c);
   }
   L.close(w);
+  trace::set_tag(w, 0);
+  trace::record_phase(w, "record", record_begin, trace::now(w), 0);
 
   if (L.m_data == 0) {  // the body spawns nothing: only its own code can do anything
     if (!P.update) {
@@ -556,8 +568,10 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
   if (L.pipelined) {
     const std::uint64_t instances = P.is_while ? L.m : L.n_periods * L.m;
     owner->alive.fetch_add(static_cast<std::int64_t>(instances), std::memory_order_relaxed);
+    const trace::Ticks replay_begin = trace::now(w);
     schedule_roots(w, L);
     wait_for_instances(w, owner);
+    trace::record_phase(w, "replay", replay_begin, trace::now(w), 0);
     return;
   }
   for (std::uint64_t p = 0;; ++p) {
@@ -567,8 +581,10 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
       if (P.update) refresh(w, L, rcx, p);
     }
     owner->alive.fetch_add(L.m, std::memory_order_relaxed);
+    const trace::Ticks replay_begin = trace::now(w);
     schedule_roots(w, L);
     wait_for_instances(w, owner);
+    trace::record_phase(w, "replay", replay_begin, trace::now(w), p);
   }
 }
 

@@ -523,6 +523,48 @@ TEST(Trace, PhasesAndTagsFromAFrontEnd) {
   std::remove(path.c_str());
 }
 
+// taskiter reports its recording and replay as phases, and its replayed tasks as spans tagged by iteration.
+TEST(Trace, TaskiterRecordAndReplayPhases) {
+  const std::string path = temp_path("trace_taskiter");
+  weft::Profile p;
+  long x = 0, y = 0;
+  {
+    weft::Options o;
+    o.num_threads = 2;
+    o.profile.enabled = true;
+    o.profile.trace_file = path;
+    weft::Runtime rt(o);
+    rt.run([&](weft::Context& cx) {
+      cx.taskiter(5, [&](weft::Context& it) {
+        it.spawn([&] { ++x; }, weft::inout(x), weft::label("a"));
+        it.spawn([&] { ++y; }, weft::inout(y), weft::label("b"));
+      });
+      cx.taskwait();
+      cx.taskiter(3, [&](weft::Context& it) { it.spawn([&] { ++x; }, weft::inout(x)); }, weft::replay_barrier);
+    });
+    p = rt.profile();
+  }
+  EXPECT_EQ(x, 8);
+  EXPECT_EQ(y, 5);
+  std::vector<std::string> names;
+  for (const auto& ph : p.phases) names.push_back(ph.name + ":" + std::to_string(ph.tag));
+  // Pipelined loop: one record, one replay; with replay_barrier: one record, one replay per iteration.
+  EXPECT_EQ(names, (std::vector<std::string>{"record:0", "replay:0", "record:0", "replay:0", "replay:1",
+                                             "replay:2"}));
+  const json j = read_json(path);
+  std::vector<std::uint64_t> a_tags;
+  int spans = 0;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] != "task") continue;
+    ++spans;
+    if (e["name"] == "a") a_tags.push_back(e["args"]["tag"]);
+  }
+  std::sort(a_tags.begin(), a_tags.end());
+  EXPECT_EQ(a_tags, (std::vector<std::uint64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(spans, 2 * 5 + 3 + 2);  // replayed instances + the two taskiter tasks themselves
+  std::remove(path.c_str());
+}
+
 // ------------------------------------------------------------------------------------------------------
 // Configuration
 // ------------------------------------------------------------------------------------------------------
