@@ -50,10 +50,13 @@ struct ProfileOptions {
   /// Print the profile of each run to stderr when it ends. Environment: WEFT_PROFILE=1.
   bool print = false;
   /// Write the profiles as JSON to this file: {"runs": [...]}, one entry appended per run, the file valid
-  /// after each run. Environment: WEFT_PROFILE=json:FILE.
+  /// after each run. Environment: WEFT_PROFILE=json:FILE. The file is created anew by each Runtime: a program
+  /// with several Runtimes (a flow graph built with graph(tts...) makes its own) keeps only the last one's
+  /// runs unless each Runtime is given its own file (set this field).
   std::string json_file;
   /// Write a Chrome / Perfetto trace-event file when the Runtime is destroyed, covering every run.
-  /// Environment: WEFT_TRACE=FILE.
+  /// Environment: WEFT_TRACE=FILE. As for json_file, each Runtime writes the whole file: with several
+  /// Runtimes, give each its own file (or build flow graphs on one Runtime: graph(rt, tts...)).
   std::string trace_file;
   /// Also record dependency edges (flow arrows in the trace). Environment: WEFT_TRACE_EDGES=1|0 (default 0).
   bool trace_edges = false;
@@ -67,7 +70,8 @@ struct ProfileOptions {
 };
 
 struct Options {
-  /// Workers, the run() caller included. Environment: WEFT_NUM_THREADS (default: all hardware threads).
+  /// Workers, the run() caller included. 1 in a default-constructed Options; from_environment() (and Runtime())
+  /// take WEFT_NUM_THREADS, or all hardware threads when it is unset.
   unsigned num_threads = 1;
   /// Pin worker i to core i mod cores. Environment: WEFT_BIND=cores|none (default none).
   bool bind_to_cores = false;
@@ -97,7 +101,8 @@ struct Stats {
   std::uint64_t tasks_executed = 0;      ///< user task bodies run
   std::uint64_t tasks_cancelled = 0;     ///< bodies skipped because a predecessor failed
   std::uint64_t tasks_stolen = 0;        ///< tasks a worker took from another worker's queue
-  std::uint64_t immediate_successor = 0; ///< tasks run as immediate successor, bypassing the queues
+  std::uint64_t immediate_successor = 0; ///< tasks run as immediate successor, bypassing the queues (internal
+                                         ///< tasks too, e.g. taskiter control tasks, which tasks_executed omits)
   std::uint64_t edges_created = 0;       ///< dependency edges linked
   std::uint64_t edges_pruned_finished = 0;  ///< edges not created: the predecessor had already finished
   std::uint64_t edges_pruned_duplicate = 0; ///< edges not created: the same edge already existed

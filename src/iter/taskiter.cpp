@@ -310,7 +310,7 @@ struct IterLoop {
                   static_cast<unsigned long long>(update_iteration), x - first_of_copy(current_copy));
     if (x >= m_data || rec[x].copy != current_copy)
       throw taskiter_error(std::string(where) + ": the body spawns more tasks than it recorded (" +
-                           std::to_string(copy_size[current_copy]) + " in this iteration)");
+                           std::to_string(copy_size[current_copy]) + " recorded)");
     const Rec& r = rec[x];
     const std::size_t rn = r.acc_end - r.acc_begin;
     bool same = rn == n;
