@@ -129,9 +129,13 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     if constexpr (!kData<J> || kAgg<J>) {
       return detail::Pass::read;  // nothing, or an Aggregator view
     } else if constexpr (Params::known) {
-      if constexpr (p < std::tuple_size_v<typename Params::type>)
-        return detail::pass_for<std::tuple_element_t<p, typename Params::type>>();
-      else
+      if constexpr (p < std::tuple_size_v<typename Params::type>) {
+        using P = std::tuple_element_t<p, typename Params::type>;
+        static_assert(std::is_same_v<std::remove_cvref_t<P>, InV<J>>,
+                      "weft::flow::make_tt: a body parameter for a data input must have the edge's value type (by "
+                      "value, const& or &): another type would convert every value silently");
+        return detail::pass_for<P>();
+      } else
         return detail::Pass::own;  // wrong arity: the static_assert below explains
     } else {
       return detail::Pass::own;  // parameter types unknown (generic lambda): give the task its own value
