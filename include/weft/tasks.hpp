@@ -55,6 +55,21 @@ namespace weft {
 
 enum class AccessMode : std::uint8_t { in, out, inout, inoutset, commutative, weak_in, weak_out, weak_inout };
 
+/// The clause's name ("in", "weak_inout", ...), for messages.
+constexpr const char* to_string(AccessMode m) {
+  switch (m) {
+    case AccessMode::in: return "in";
+    case AccessMode::out: return "out";
+    case AccessMode::inout: return "inout";
+    case AccessMode::inoutset: return "inoutset";
+    case AccessMode::commutative: return "commutative";
+    case AccessMode::weak_in: return "weak_in";
+    case AccessMode::weak_out: return "weak_out";
+    case AccessMode::weak_inout: return "weak_inout";
+  }
+  return "?";
+}
+
 /// A datum accessed by a task: start address (the identity used for ordering), size in bytes, mode.
 struct Access {
   const void* address;

@@ -93,25 +93,11 @@ struct alignas(64) IterNode {
 
 namespace {
 
-const char* mode_name(AccessMode m) {
-  switch (m) {
-    case AccessMode::in: return "in";
-    case AccessMode::out: return "out";
-    case AccessMode::inout: return "inout";
-    case AccessMode::inoutset: return "inoutset";
-    case AccessMode::commutative: return "commutative";
-    case AccessMode::weak_in: return "weak_in";
-    case AccessMode::weak_out: return "weak_out";
-    case AccessMode::weak_inout: return "weak_inout";
-  }
-  return "?";
-}
-
 std::string describe(const Access* a, std::size_t n) {
   std::string s;
   char buf[64];
   for (std::size_t i = 0; i < n; ++i) {
-    std::snprintf(buf, sizeof buf, "%s%s(%p)", i ? ", " : "", mode_name(a[i].mode), a[i].address);
+    std::snprintf(buf, sizeof buf, "%s%s(%p)", i ? ", " : "", weft::to_string(a[i].mode), a[i].address);
     s += buf;
   }
   return n ? s : "no access";
@@ -419,7 +405,7 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
     const AccessMode md = acc[i].mode;
     if (md != AccessMode::in && md != AccessMode::out && md != AccessMode::inout) {
       Loop::discard(w, t);
-      throw taskiter_error(std::string("weft: taskiter: a recorded task has an access ") + mode_name(md) +
+      throw taskiter_error(std::string("weft: taskiter: a recorded task has an access ") + weft::to_string(md) +
                            "; tasks spawned by a taskiter body may use in, out and inout only (spawn the "
                            "concurrent group from one recorded task instead)");
     }
@@ -506,7 +492,7 @@ void check_taskiter(const IterParams& p, const Access* acc, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
     if (acc[i].mode == AccessMode::weak_in || acc[i].mode == AccessMode::weak_out ||
         acc[i].mode == AccessMode::weak_inout)
-      throw taskiter_error(std::string("weft: taskiter: the taskiter task cannot have a ") + mode_name(acc[i].mode) +
+      throw taskiter_error(std::string("weft: taskiter: the taskiter task cannot have a ") + weft::to_string(acc[i].mode) +
                            " access; declare its data with in, out or inout");
 }
 

@@ -59,19 +59,6 @@ using weft::AccessMode;
 constexpr int kMaxVars = 6;
 constexpr std::size_t kMaxAcc = 2 * kMaxVars;
 
-const char* mode_name(AccessMode m) {
-  switch (m) {
-    case AccessMode::in: return "in";
-    case AccessMode::out: return "out";
-    case AccessMode::inout: return "inout";
-    case AccessMode::inoutset: return "inoutset";
-    case AccessMode::commutative: return "commutative";
-    case AccessMode::weak_in: return "weak_in";
-    case AccessMode::weak_out: return "weak_out";
-    case AccessMode::weak_inout: return "weak_inout";
-  }
-  return "?";
-}
 bool is_weak(AccessMode m) {
   return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout;
 }
@@ -256,7 +243,7 @@ void describe_task(const Program& p, int i, std::ostringstream& os) {
   const Task& t = p.tasks[i];
   os << std::string(2 * t.depth, ' ') << "T" << i << (i == 0 ? " (root)" : "") << ":";
   for (const Acc& a : t.acc) {
-    os << " " << mode_name(a.mode) << "(v" << a.var << ")";
+    os << " " << weft::to_string(a.mode) << "(v" << a.var << ")";
     if (a.decl != Decl::plain) os << "[decl" << static_cast<int>(a.decl) << "]";
   }
   if (t.priority) os << " prio=" << t.priority;
