@@ -60,9 +60,9 @@
 // * Inside the body, taskwait and taskwait_on throw weft::taskiter_error: recorded tasks run only after the body
 //   has returned. A taskiter inside a body is recorded like any task (it runs whole at each iteration).
 // * weft::taskiter_iteration(cx) tells a recorded task (or a task nested in one) which iteration it runs.
-// * Exceptions: an exception escaping a recorded task (or cond) stops the loop: no task body of a later
-//   instance runs (instances already released drain without running their bodies; a taskiter_while stops at
-//   its next check). The exception then propagates as for a child of the taskiter task: it is rethrown by its
+// * Exceptions: an exception escaping a recorded task (or cond) stops the loop: no later instance is released
+//   and no task body of a later instance runs (instances already released finish without running their
+//   bodies; a taskiter_while stops at its next check), so the loop ends at once, whatever its trip count. The exception then propagates as for a child of the taskiter task: it is rethrown by its
 //   parent's next taskwait, or out of Runtime::run. An exception escaping the body during recording or update
 //   propagates the same way.
 // * Immediate successor (Options::immediate_successor) applies to replayed tasks as to any task.
@@ -198,9 +198,7 @@ void Context::spawn_taskiter(Closure&& closure, Clauses&&... clauses) {
   (clause(std::forward<Clauses>(clauses)), ...);
   (void)clause;  // no clause at all
   detail::check_taskiter(closure.params, accesses, n);
-  detail::Task* t = detail::begin_spawn(*this);
-  detail::install_body(t, std::forward<Closure>(closure));
-  detail::finish_spawn(*this, t, accesses, n, attrs);
+  detail::finish_spawn(*this, detail::new_task(*this, std::forward<Closure>(closure)), accesses, n, attrs);
 }
 
 template <class Body, class... Clauses>

@@ -125,7 +125,10 @@ struct SpawnAttrs {
 
 // Compiled engine entry points (src/engine, src/deps).
 Task* begin_spawn(Context& cx);                                     // throttle, then allocate
+/// Registers and queues t; if registration throws, t (body included) is discarded and the exception goes on.
 void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
+/// Returns a descriptor from begin_spawn whose body was never installed (its installation threw).
+void discard_spawn(Context& cx, Task* t) noexcept;
 void* allocate_large_body(std::size_t bytes, std::size_t align);
 void free_large_body(void* p, std::size_t bytes, std::size_t align);
 
@@ -159,7 +162,12 @@ void install_body(Task* t, F&& f) {
     t->destroy = [](Task* self) { std::launder(reinterpret_cast<Fn*>(self->body))->~Fn(); };
   } else {
     void* mem = allocate_large_body(sizeof(Fn), alignof(Fn));
-    ::new (mem) Fn(std::forward<F>(f));
+    try {
+      ::new (mem) Fn(std::forward<F>(f));
+    } catch (...) {
+      free_large_body(mem, sizeof(Fn), alignof(Fn));
+      throw;
+    }
     *reinterpret_cast<void**>(t->body) = mem;
     t->invoke = [](Task* self, Context& cx) {
       Fn* fn = static_cast<Fn*>(*reinterpret_cast<void**>(self->body));
@@ -184,6 +192,25 @@ void install_body(Task* t, F&& f) {
   }
 }
 
+/// begin_spawn + install_body: a descriptor holding the body. If the body's copy or move (or the allocation
+/// of a large body) throws, the descriptor goes back to its pool and the exception goes on.
+template <class F>
+Task* new_task(Context& cx, F&& f) {
+  Task* t = begin_spawn(cx);
+  using Fn = std::decay_t<F>;
+  if constexpr (sizeof(Fn) <= kInlineBody && alignof(Fn) <= 16 && std::is_nothrow_constructible_v<Fn, F&&>) {
+    install_body(t, std::forward<F>(f));
+  } else {
+    try {
+      install_body(t, std::forward<F>(f));
+    } catch (...) {
+      discard_spawn(cx, t);
+      throw;
+    }
+  }
+  return t;
+}
+
 template <class C>
 constexpr std::size_t is_access_v = std::is_same_v<std::decay_t<C>, Access> ? 1 : 0;
 }  // namespace detail
@@ -202,9 +229,7 @@ class Context {
     detail::SpawnAttrs attrs;
     [[maybe_unused]] std::size_t i = 0;
     (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
-    detail::Task* t = detail::begin_spawn(*this);
-    detail::install_body(t, std::forward<F>(body));
-    detail::finish_spawn(*this, t, accesses, n, attrs);
+    detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
   }
 
   /// Like spawn, for accesses whose number is known only at run time (e.g. one weft::in per input of a graph
@@ -220,9 +245,7 @@ class Context {
     detail::SpawnAttrs attrs;
     [[maybe_unused]] std::size_t i = 0;
     (add_clause(static_cast<Access*>(nullptr), i, attrs, std::forward<Clauses>(clauses)), ...);
-    detail::Task* t = detail::begin_spawn(*this);
-    detail::install_body(t, std::forward<F>(body));
-    detail::finish_spawn(*this, t, accesses, n, attrs);
+    detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
   }
 
   /// Waits until every child spawned so far by this task has finished (running other ready tasks meanwhile),

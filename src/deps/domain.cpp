@@ -8,10 +8,26 @@
 //    (`mark`), which catches every duplicate within one registration in O(1);
 //  * an inoutset/commutative group of m members followed by n accesses is joined by one internal node:
 //    m + n edges instead of m * n; likewise a group that follows several readers waits on one reader node.
+//
 // Descriptor lifetime: a record holds a reference (record_refs, owner-thread only) to each task it names; a
 // task no record names is retired to its producer's list and recycled once finished.
+//
+// Bounded memory: what a record names matters only while it is unfinished, so
+//  * a reader or group-member list that is full is pruned of its finished tasks before it grows;
+//  * when the number of records has doubled since the last sweep (and at every taskwait) the domain is swept:
+//    records that name only finished tasks are dropped and the table is rebuilt at the size of what is left.
+// A producer spawning 10^8 tasks therefore holds records and descriptors only for its unfinished children
+// (bounded by throttling). One exception keeps failure semantics exact: a finished task that failed stays
+// named (at most one per list, and its record is kept), so that later accessors are still cancelled.
+//
+// Exception safety: registration has two phases. Phase 1 may throw (it allocates): it creates the records,
+// makes room in their lists, sizes the candidate buffers and the task's edge, weak-link and lock arrays, and
+// takes the descriptors (with their edge arrays) of the join nodes phase 2 will build. It changes nothing that
+// another task can observe (a new record is empty; pruning only forgets finished tasks). Phase 2 links the
+// task and allocates nothing, so a spawn that fails leaves no trace but the exception.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -20,10 +36,12 @@
 
 namespace weft::detail {
 
+/// Mutual exclusion of the members of commutative groups on one datum. Parked tasks are ready tasks waiting
+/// for the lock, linked through edges[0].succ (see Task::edges): parking allocates nothing.
 struct CommLock {
   std::mutex m;
   bool held = false;
-  std::vector<Task*> waiters;
+  Task* waiters = nullptr;
 };
 
 struct WeakLink {
@@ -35,6 +53,12 @@ namespace {
 
 enum Group : std::uint8_t { kNoGroup = 0, kInoutset = 1, kCommutative = 2 };
 
+/// Lists shorter than this grow without being pruned (pruning a short list saves nothing).
+constexpr std::size_t kPruneFrom = 32;
+/// Records a domain holds before its first sweep.
+constexpr std::size_t kFirstSweep = 256;
+constexpr std::uint32_t kNoRecord = ~0u;
+
 struct Record {
   const void* address = nullptr;
   Task* writer = nullptr;         ///< last writer, a join node, or the parent's weak node
@@ -42,65 +66,9 @@ struct Record {
   std::vector<Task*> members;     ///< current group
   Task* group_pred = nullptr;     ///< what every member of the current group waits for
   CommLock* lock = nullptr;       ///< commutative mutual exclusion for this datum
+  std::uint64_t stamp = 0;        ///< the registration that last looked it up (duplicate accesses of one task)
   Group group = kNoGroup;
 };
-
-}  // namespace
-
-struct Domain {
-  std::vector<Record> records;
-  std::vector<std::uint32_t> slots = std::vector<std::uint32_t>(16, 0);  // record index + 1; 0 = empty
-  unsigned shift = 64 - 4;
-  const void* last_address = nullptr;  // one-entry cache: consecutive tasks often name the same datum
-  std::uint32_t last = 0;
-
-  static std::uint64_t hash(const void* a) {
-    return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a)) * 0x9E3779B97F4A7C15ull;
-  }
-
-  Record* find(const void* a) {
-    if (a == last_address) return &records[last];
-    const std::size_t mask = slots.size() - 1;
-    for (std::size_t i = hash(a) >> shift;; i = (i + 1) & mask) {
-      const std::uint32_t s = slots[i];
-      if (s == 0) return nullptr;
-      if (records[s - 1].address == a) {
-        last_address = a;
-        last = s - 1;
-        return &records[s - 1];
-      }
-    }
-  }
-
-  Record& get(const void* a, bool& created) {
-    created = false;
-    if (Record* r = find(a)) return *r;
-    created = true;
-    if (2 * (records.size() + 1) > slots.size()) grow();
-    records.emplace_back();
-    records.back().address = a;
-    insert_slot(a, static_cast<std::uint32_t>(records.size()));
-    last_address = a;
-    last = static_cast<std::uint32_t>(records.size() - 1);
-    return records.back();
-  }
-
- private:
-  void insert_slot(const void* a, std::uint32_t value) {
-    const std::size_t mask = slots.size() - 1;
-    std::size_t i = hash(a) >> shift;
-    while (slots[i] != 0) i = (i + 1) & mask;
-    slots[i] = value;
-  }
-  void grow() {
-    slots.assign(slots.size() * 2, 0);
-    --shift;
-    for (std::uint32_t k = 0; k < records.size(); ++k) insert_slot(records[k].address, k + 1);
-  }
-};
-
-namespace {
-
 
 // Weak nodes are owned by the task whose weak access they stand for and freed with it: records name them
 // without counting.
@@ -113,8 +81,169 @@ inline void release(Task* producer, Task* t) {
   if (--t->record_refs == 0) retire(producer, t);
 }
 
+/// Whether a record may forget t: finished, and not failed (a failed task cancels its later accessors).
+inline bool forgettable(const Task* t) { return !t || (finished(t) && !poisoned(t)); }
+
+/// Drops finished tasks from a list, keeping the first one that failed (enough to cancel later accessors).
+void prune(Task* producer, std::vector<Task*>& list) {
+  bool failed_kept = false;
+  std::size_t k = 0;
+  for (Task* x : list) {
+    if (finished(x)) {
+      if (!poisoned(x) || failed_kept) {
+        release(producer, x);
+        continue;
+      }
+      failed_kept = true;
+    }
+    list[k++] = x;
+  }
+  list.resize(k);  // shrinks: no allocation
+}
+
+/// Phase 1: room for one more entry in `list` (pruned first when it is full and long).
+void make_room(Task* producer, std::vector<Task*>& list) {
+  if (list.size() < list.capacity()) return;
+  if (list.size() >= kPruneFrom) prune(producer, list);
+  if (list.size() == list.capacity()) list.reserve(list.capacity() < 4 ? 4 : 2 * list.capacity());
+}
+
+}  // namespace
+
+struct Domain {
+  std::vector<Record> records;
+  std::vector<std::uint32_t> slots = std::vector<std::uint32_t>(16, 0);  // record index + 1; 0 = empty
+  unsigned shift = 64 - 4;
+  const void* last_address = nullptr;  // one-entry cache: consecutive tasks often name the same datum
+  std::uint32_t last = kNoRecord;      // kNoRecord: the cache is empty (any address, null included, may be named)
+  std::size_t sweep_at = kFirstSweep;  // records count beyond which the next creation sweeps first
+  std::uint64_t stamp = 0;             // registrations through the general path (Record::stamp)
+
+  static std::uint64_t hash(const void* a) {
+    return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a)) * 0x9E3779B97F4A7C15ull;
+  }
+
+  Record* find(const void* a) {
+    if (a == last_address && last != kNoRecord) return &records[last];
+    const std::size_t mask = slots.size() - 1;
+    for (std::size_t i = hash(a) >> shift;; i = (i + 1) & mask) {
+      const std::uint32_t s = slots[i];
+      if (s == 0) return nullptr;
+      if (records[s - 1].address == a) {
+        last_address = a;
+        last = s - 1;
+        return &records[s - 1];
+      }
+    }
+  }
+
+  /// Phase 1: afterwards, creating up to k records allocates nothing and moves no record. May sweep, which
+  /// invalidates Record pointers: call it before looking records up.
+  void reserve(Worker& w, Task* producer, std::size_t k) {
+    if (records.size() + k > sweep_at) sweep(w, producer);
+    if (records.size() + k > records.capacity()) records.reserve(std::max(2 * records.capacity(), records.size() + k));
+    if (2 * (records.size() + k) > slots.size()) {
+      std::size_t n = slots.size();
+      while (2 * (records.size() + k) > n) n *= 2;
+      rehash(n);
+    }
+  }
+
+  /// A new, empty record for a (after reserve; not present).
+  Record& create(const void* a) {
+    records.emplace_back();
+    records.back().address = a;
+    insert_slot(a, static_cast<std::uint32_t>(records.size()));
+    last_address = a;
+    last = static_cast<std::uint32_t>(records.size() - 1);
+    return records.back();
+  }
+
+  /// Drops the records that name only finished tasks (see the top of the file) and prunes the lists of the
+  /// others; rebuilds the table at the size of what is left. Owner thread; no Record pointer may be held.
+  void sweep(Worker& w, Task* producer) {
+    auto done = [](const Record& r) {
+      if (!forgettable(r.writer) || !forgettable(r.group_pred)) return false;
+      for (const Task* x : r.readers)
+        if (!forgettable(x)) return false;
+      for (const Task* x : r.members)
+        if (!forgettable(x)) return false;
+      return true;
+    };
+    std::size_t kept = 0;
+    for (const Record& r : records) kept += done(r) ? 0 : 1;
+    std::size_t n = 16;
+    while (2 * (kept + 1) > n) n *= 2;
+    std::vector<std::uint32_t> fresh(n, 0);  // the only allocation: before anything changes
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      Record& r = records[i];
+      if (done(r)) {
+        forget(w, producer, r);
+        continue;
+      }
+      if (r.readers.size() >= kPruneFrom) prune(producer, r.readers);
+      if (r.members.size() >= kPruneFrom) prune(producer, r.members);
+      if (k != i) records[k] = std::move(r);
+      ++k;
+    }
+    records.erase(records.begin() + static_cast<std::ptrdiff_t>(k), records.end());
+    slots.swap(fresh);
+    shift = 64 - static_cast<unsigned>(__builtin_ctzll(slots.size()));
+    for (std::uint32_t i = 0; i < records.size(); ++i) insert_slot(records[i].address, i + 1);
+    last = kNoRecord;
+    sweep_at = std::max(kFirstSweep, 2 * records.size());
+  }
+
+ private:
+  static void forget(Worker&, Task* producer, Record& r) {
+    if (r.writer) release(producer, r.writer);
+    for (Task* x : r.readers) release(producer, x);
+    for (Task* x : r.members) release(producer, x);
+    if (r.group_pred) release(producer, r.group_pred);
+    delete r.lock;  // its users have all finished
+    r.readers.clear();
+    r.members.clear();
+  }
+  void insert_slot(const void* a, std::uint32_t value) {
+    const std::size_t mask = slots.size() - 1;
+    std::size_t i = hash(a) >> shift;
+    while (slots[i] != 0) i = (i + 1) & mask;
+    slots[i] = value;
+  }
+  void rehash(std::size_t n) {
+    std::vector<std::uint32_t> fresh(n, 0);
+    slots.swap(fresh);
+    shift = 64 - static_cast<unsigned>(__builtin_ctzll(n));
+    for (std::uint32_t k = 0; k < records.size(); ++k) insert_slot(records[k].address, k + 1);
+  }
+};
+
+namespace {
+
+/// What phase 2 does for one access, prepared by phase 1: the record, and the descriptors of the join nodes
+/// it will build (null where none is needed). Phase 2 consumes them (sets them to null).
+struct Plan {
+  Record* r;
+  const Access* access;
+  Task* close_node;  ///< joins the group this access closes (groups of 2+ members)
+  Task* start_node;  ///< joins the readers a new inoutset/commutative group waits for (2+ readers)
+  Task* weak_node;   ///< weak access: the node t's children wait on
+};
+
+/// Phase 1: a descriptor for a node with at most `preds` predecessors, its edge array included. Held on `held`
+/// (through retired_next) until phase 2 takes it, or freed if phase 1 fails.
+Task* prepare_node(Worker& w, std::size_t preds, Task*& held) {
+  Task* n = w.allocate();
+  n->retired_next = held;
+  held = n;
+  if (preds > kInlineEdges) n->extra_edges = new EdgeNode[preds];
+  return n;
+}
+
 // Links `target` after the candidate predecessors in `cands` (consumed). Returns true if target is ready
-// (no unfinished predecessor). Must run before target is visible to any other thread.
+// (no unfinished predecessor). Must run before target is visible to any other thread. Edge nodes: inline, or
+// target->extra_edges, sized by phase 1 for every candidate.
 // link() for exactly one candidate (the hot path of a task with one access): no buffer, no loops, and a push
 // that fails needs no atomic on the pending count, since no other predecessor can touch it.
 [[gnu::always_inline]] inline bool link_one(Worker& w, Task* target, Task* p) {
@@ -174,7 +303,15 @@ inline void release(Task* producer, Task* t) {
   }
   // Count first: a predecessor may finish and decrement as soon as its edge is pushed.
   target->pending.store(static_cast<std::int32_t>(m), std::memory_order_relaxed);
-  EdgeNode* nodes = m <= kInlineEdges ? target->edges : (target->extra_edges = new EdgeNode[m]);
+  EdgeNode* nodes = target->edges;
+  if (m > kInlineEdges) [[unlikely]] {
+    if (!target->extra_edges) {  // a task (nodes bring their own): the worker's spare, sized by phase 1
+      target->extra_edges = w.spare_edges;
+      w.spare_edges = nullptr;
+      w.spare_edges_size = 0;
+    }
+    nodes = target->extra_edges;
+  }
   std::int32_t failed = 0;
   for (std::size_t i = 0; i < m; ++i) {
     Task* p = cands[i];
@@ -203,16 +340,20 @@ inline void release(Task* producer, Task* t) {
   return target->pending.fetch_sub(failed, std::memory_order_acq_rel) == failed;
 }
 
-// An internal node that finishes when all `preds` have; it stands for them in later accesses.
-Task* make_node(Worker& w, Task* producer, const std::vector<Task*>& preds) {
-  Task* n = w.allocate();
+// Phase 2: the prepared descriptor `n` becomes an internal node that finishes when all of preds[0 .. k) have; it
+// stands for them in later accesses.
+Task* make_node(Worker& w, Task* producer, Task*& prepared, Task* const* preds, std::size_t k) {
+  Task* n = prepared;
+  prepared = nullptr;
   init_task(w, n, producer);
   trace::on_node(w, n);
   n->flags = kNode;
   ++w.counters.internal_nodes;
-  w.counters.edges_saved_inoutset -= static_cast<std::int64_t>(preds.size());  // n*(m-1) - m in the end
-  n->joined = static_cast<std::uint32_t>(preds.size());
-  std::vector<Task*> cands(preds);
+  w.counters.edges_saved_inoutset -= static_cast<std::int64_t>(k);  // n*(m-1) - m in the end
+  n->joined = static_cast<std::uint32_t>(k);
+  TaskBuffer& cands = w.node_scratch;  // link() consumes its candidates: a copy (room made by phase 1)
+  cands.clear();
+  for (std::size_t i = 0; i < k; ++i) cands.push_reserved(preds[i]);
   if (link(w, n, cands.data(), cands.size())) n->succ_head.store(kClosed, std::memory_order_release);
   return n;
 }
@@ -224,8 +365,8 @@ void set_writer(Task* producer, Record& r, Task* t) {
 }
 
 // Ends the current group: a join node (or the single member) becomes the writer.
-[[gnu::noinline]] void end_group(Worker& w, Task* producer, Record& r) {
-  Task* n = r.members.size() == 1 ? r.members[0] : make_node(w, producer, r.members);
+[[gnu::noinline]] void end_group(Worker& w, Task* producer, Record& r, Plan& plan) {
+  Task* n = r.members.size() == 1 ? r.members[0] : make_node(w, producer, plan.close_node, r.members.data(), r.members.size());
   set_writer(producer, r, n);
   for (Task* m : r.members) release(producer, m);
   r.members.clear();
@@ -233,19 +374,24 @@ void set_writer(Task* producer, Record& r, Task* t) {
   r.group_pred = nullptr;
   r.group = kNoGroup;
 }
-inline void close_group(Worker& w, Task* producer, Record& r) {
+inline void close_group(Worker& w, Task* producer, Record& r, Plan& plan) {
   if (r.group != kNoGroup) [[unlikely]]
-    end_group(w, producer, r);
+    end_group(w, producer, r, plan);
 }
 
-// Record update for one access by `accessor`; predecessors of `target` (accessor, or its weak node) are
-// appended to `cands`.
-[[gnu::always_inline]] inline void access(Worker& w, Task* producer, Record& r, Task* accessor, AccessMode mode, TaskBuffer& cands) {
+inline Group group_of(AccessMode m) {
+  return m == AccessMode::inoutset ? kInoutset : m == AccessMode::commutative ? kCommutative : kNoGroup;
+}
+
+// Phase 2: record update for one access by `accessor`; predecessors of `target` (accessor, or its weak node)
+// are appended to `cands`. Allocates nothing: phase 1 made room in the lists and buffers and prepared the nodes.
+[[gnu::always_inline]] inline void access(Worker& w, Task* producer, Record& r, Task* accessor, AccessMode mode,
+                                          TaskBuffer& cands, Plan& plan) {
   switch (mode) {
     case AccessMode::in:
     case AccessMode::weak_in:
-      close_group(w, producer, r);
-      if (r.writer) cands.push(r.writer);
+      close_group(w, producer, r, plan);
+      if (r.writer) cands.push_reserved(r.writer);
       r.readers.push_back(accessor);
       add_ref(accessor);
       return;
@@ -253,26 +399,26 @@ inline void close_group(Worker& w, Task* producer, Record& r) {
     case AccessMode::inout:
     case AccessMode::weak_out:
     case AccessMode::weak_inout:
-      close_group(w, producer, r);
+      close_group(w, producer, r, plan);
       if (!r.readers.empty()) {
         for (Task* rd : r.readers) {
-          cands.push(rd);
+          cands.push_reserved(rd);
           release(producer, rd);
         }
         r.readers.clear();
       } else if (r.writer) {
-        cands.push(r.writer);
+        cands.push_reserved(r.writer);
       }
       set_writer(producer, r, accessor);
       return;
     case AccessMode::inoutset:
     case AccessMode::commutative: {
-      const Group g = mode == AccessMode::inoutset ? kInoutset : kCommutative;
+      const Group g = group_of(mode);
       if (r.group != g) {
-        close_group(w, producer, r);
+        close_group(w, producer, r, plan);
         Task* gp = nullptr;
         if (r.readers.size() >= 2)
-          gp = make_node(w, producer, r.readers);
+          gp = make_node(w, producer, plan.start_node, r.readers.data(), r.readers.size());
         else if (r.readers.size() == 1)
           gp = r.readers[0];
         else
@@ -283,17 +429,12 @@ inline void close_group(Worker& w, Task* producer, Record& r) {
         r.group_pred = gp;
         r.group = g;
       }
-      if (r.group_pred) cands.push(r.group_pred);
+      if (r.group_pred) cands.push_reserved(r.group_pred);
       r.members.push_back(accessor);
       add_ref(accessor);
       if (g == kCommutative) {
-        if (!r.lock) r.lock = new CommLock;
         accessor->flags |= kHasComm;
-        CommLock** grown = new CommLock*[accessor->n_comm + 1u];
-        if (accessor->comm) std::memcpy(grown, accessor->comm, accessor->n_comm * sizeof(CommLock*));
-        delete[] accessor->comm;
-        grown[accessor->n_comm++] = r.lock;
-        accessor->comm = grown;
+        accessor->comm[accessor->n_comm++] = r.lock;  // array sized by phase 1
       }
       return;
     }
@@ -312,16 +453,7 @@ AccessMode merge(AccessMode a, AccessMode b) {
   return ro ? AccessMode::in : AccessMode::inout;
 }
 
-}  // namespace
-
-namespace {
 // Several accesses of one task to the same datum merge into one (rare; quadratic in n, which is small).
-bool has_duplicates(const Access* acc, std::size_t n) {
-  for (std::size_t i = 1; i < n; ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (acc[i].address == acc[j].address) return true;
-  return false;
-}
 std::vector<Access> merge_duplicates(const Access* acc, std::size_t n) {
   std::vector<Access> merged;
   for (std::size_t k = 0; k < n; ++k) {
@@ -333,65 +465,189 @@ std::vector<Access> merge_duplicates(const Access* acc, std::size_t n) {
   }
   return merged;
 }
-}  // namespace
 
-bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
-  if (n > 1 && has_duplicates(acc, n)) {
-    std::vector<Access> merged = merge_duplicates(acc, n);
-    return register_accesses(w, parent, t, merged.data(), merged.size());
+/// The record of `a` in a reserved domain: found, or created (for a weakly accessing parent, a new record
+/// starts behind the parent's weak node: children wait for what the parent would have waited for).
+Record& record_of(Domain& d, Task* parent, const void* a) {
+  if (Record* r = d.find(a)) return *r;
+  Record& r = d.create(a);
+  for (std::uint8_t k = 0; k < parent->n_weak; ++k)
+    if (parent->weak[k].address == a) {
+      r.writer = parent->weak[k].node;
+      break;
+    }
+  return r;
+}
+
+bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n);
+
+// Accesses of one task that name the same datum: merged, then registered.
+[[gnu::noinline]] bool register_merged(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
+  std::vector<Access> merged = merge_duplicates(acc, n);
+  return register_general(w, parent, t, merged.data(), merged.size());
+}
+
+// Phase 1 for an access that is not plain (a group access, one that closes a group, a weak access): its
+// list room, lock, and the descriptors of the nodes phase 2 will build. Adds its candidates to the bounds.
+[[gnu::noinline]] void prepare_special(Worker& w, Task* parent, Plan& p, Task*& held, std::size_t& strong_cands,
+                                       std::size_t& weak_cands, std::size_t& node_preds, std::size_t& n_weak,
+                                       std::size_t& n_comm) {
+  Record& r = *p.r;
+  const AccessMode mode = p.access->mode;
+  const Group g = group_of(mode);
+  if (r.group != kNoGroup && r.group != g && r.members.size() > 1) {
+    p.close_node = prepare_node(w, r.members.size(), held);
+    node_preds = std::max(node_preds, r.members.size());
   }
-  if (!parent->domain) parent->domain = new Domain;
-  Domain& d = *parent->domain;
+  // Candidates: the readers (an out after readers), else one task (writer or group predecessor).
+  std::size_t cands = std::max<std::size_t>(1, r.readers.size());
+  if (g != kNoGroup) {
+    if (r.group == g)
+      make_room(parent, r.members);  // joins the group
+    else if (r.members.capacity() == 0)
+      r.members.reserve(4);  // starts one: the list is empty after the close
+    if (r.group != g && r.readers.size() >= 2) {
+      p.start_node = prepare_node(w, r.readers.size(), held);
+      node_preds = std::max(node_preds, r.readers.size());
+    }
+    cands = 1;
+    if (g == kCommutative) {
+      if (!r.lock) r.lock = new CommLock;
+      ++n_comm;
+    }
+  } else if (reads_only(mode)) {
+    make_room(parent, r.readers);
+    cands = 1;
+  }
+  if (is_weak(mode)) {
+    p.weak_node = prepare_node(w, cands, held);
+    weak_cands = std::max(weak_cands, cands);
+    ++n_weak;
+  } else {
+    strong_cands += cands;
+  }
+}
 
-  // Hot path: one strong in/out/inout access that waits for at most one task (the last writer).
-  if (n == 1 && !parent->weak && acc[0].mode <= AccessMode::inout) {
-    bool created;
-    Record& r = d.get(acc[0].address, created);
-    if (r.group == kNoGroup) {
-      Task* pred = r.writer;
-      if (acc[0].mode == AccessMode::in) {
+void free_held(Worker& w, Task*& held) {
+  while (held) {
+    Task* x = held;
+    held = x->retired_next;
+    free_task(w, x);
+  }
+}
+
+// The general path (several accesses, groups, weak accesses): phase 1 then phase 2.
+[[gnu::noinline]] bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
+  Domain& d = *parent->domain;
+  const std::uint64_t stamp = ++d.stamp;
+  Plan small[8];
+  std::unique_ptr<Plan[]> big;
+  Plan* plans = small;
+  if (n > 8) {
+    big.reset(new Plan[n]);
+    plans = big.get();
+  }
+  Task* held = nullptr;  // node descriptors taken by phase 1, freed if it fails
+  bool special = false;  // some access needs more than a plain in/out/inout record update
+  try {
+    // --- phase 1: room for everything ---
+    d.reserve(w, parent, n);
+    std::size_t strong_cands = 0, weak_cands = 0, node_preds = 0, n_weak = 0, n_comm = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      Record& r = record_of(d, parent, acc[i].address);
+      if (r.stamp == stamp) [[unlikely]] {  // a second access to one datum: merge them, start again
+        free_held(w, held);
+        return register_merged(w, parent, t, acc, n);
+      }
+      r.stamp = stamp;
+      Plan& p = plans[i];
+      p.r = &r;
+      p.access = &acc[i];
+      const AccessMode mode = acc[i].mode;
+      if (mode <= AccessMode::inout && r.group == kNoGroup) [[likely]] {  // plain: at most the readers
+        if (mode == AccessMode::in) {
+          make_room(parent, r.readers);
+          ++strong_cands;
+        } else {
+          strong_cands += r.readers.empty() ? 1 : r.readers.size();
+        }
+        continue;
+      }
+      if (!special) {
+        special = true;
+        for (std::size_t j = 0; j < i; ++j) plans[j].close_node = plans[j].start_node = plans[j].weak_node = nullptr;
+      }
+      p.close_node = p.start_node = p.weak_node = nullptr;
+      prepare_special(w, parent, p, held, strong_cands, weak_cands, node_preds, n_weak, n_comm);
+    }
+    if (special)
+      for (std::size_t i = 0; i < n; ++i)
+        if (acc[i].mode <= AccessMode::inout && plans[i].r->group == kNoGroup)
+          plans[i].close_node = plans[i].start_node = plans[i].weak_node = nullptr;
+    w.scratch.clear();
+    w.scratch.reserve(strong_cands);
+    if (special) {
+      w.weak_scratch.reserve(weak_cands);
+      w.node_scratch.reserve(node_preds);
+      if (n_weak) t->weak = new WeakLink[n_weak];  // t is new: no weak links yet
+      if (n_comm) t->comm = new CommLock*[n_comm];
+    }
+    // t's edge nodes beyond the inline ones: a spare array, taken by link() only if, after duplicates and
+    // finished predecessors are dropped, it needs one (a chain of tasks with 6 accesses has 6 candidates but
+    // one predecessor: no allocation).
+    if (strong_cands > kInlineEdges && w.spare_edges_size < strong_cands) {
+      EdgeNode* fresh = new EdgeNode[strong_cands];
+      delete[] w.spare_edges;
+      w.spare_edges = fresh;
+      w.spare_edges_size = strong_cands;
+    }
+  } catch (...) {
+    free_held(w, held);
+    throw;  // t's arrays are freed with t by the caller
+  }
+
+  // --- phase 2: no allocation ---
+  TaskBuffer& cands = w.scratch;
+  if (!special) {  // plain in/out/inout accesses, no group open: access() without the group and weak cases
+    for (std::size_t i = 0; i < n; ++i) {
+      Record& r = *plans[i].r;
+      if (plans[i].access->mode == AccessMode::in) {
+        if (r.writer) cands.push_reserved(r.writer);
         r.readers.push_back(t);
         add_ref(t);
-        return link_one(w, t, pred);
-      }
-      if (r.readers.empty()) {
-        set_writer(parent, r, t);
-        return link_one(w, t, pred);  // pred stays valid: only this thread recycles it, and not before next spawn
-      }
-    }
-  }
-
-  TaskBuffer& cands = w.scratch;
-  cands.clear();
-  for (std::size_t i = 0; i < n; ++i) {
-    bool created;
-    Record& r = d.get(acc[i].address, created);
-    if (created && parent->weak) {
-      // First access to a datum the parent declared weakly: wait for what the parent would have waited for.
-      for (std::uint8_t k = 0; k < parent->n_weak; ++k)
-        if (parent->weak[k].address == acc[i].address) {
-          r.writer = parent->weak[k].node;
-          break;
+      } else {
+        if (!r.readers.empty()) {
+          for (Task* rd : r.readers) {
+            cands.push_reserved(rd);
+            release(parent, rd);
+          }
+          r.readers.clear();
+        } else if (r.writer) {
+          cands.push_reserved(r.writer);
         }
+        set_writer(parent, r, t);
+      }
     }
-    if (!is_weak(acc[i].mode)) {
-      access(w, parent, r, t, acc[i].mode, cands);
+    return link(w, t, cands.data(), cands.size());
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    Plan& p = plans[i];
+    const AccessMode mode = p.access->mode;
+    if (!is_weak(mode)) {
+      access(w, parent, *p.r, t, mode, cands, p);
       continue;
     }
     // Weak access: t is recorded as the accessor, but the predecessors gate a node its children will wait on.
-    Task* node = w.allocate();
+    Task* node = p.weak_node;
+    p.weak_node = nullptr;
     init_task(w, node, t);
     trace::on_node(w, node);
     node->flags = kNode | kWeakNode;
     ++w.counters.internal_nodes;
     TaskBuffer& wc = w.weak_scratch;
     wc.clear();
-    access(w, parent, r, t, acc[i].mode, wc);
-    WeakLink* grown = new WeakLink[t->n_weak + 1u];
-    if (t->weak) std::copy(t->weak, t->weak + t->n_weak, grown);
-    delete[] t->weak;
-    grown[t->n_weak++] = WeakLink{acc[i].address, node};
-    t->weak = grown;
+    access(w, parent, *p.r, t, mode, wc, p);
+    t->weak[t->n_weak++] = WeakLink{p.access->address, node};
     // The node counts in t's `alive` until it finishes, so t completes only after its weak predecessors.
     t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
     if (link(w, node, wc.data(), wc.size())) {
@@ -402,6 +658,40 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
   if (t->n_comm > 1)
     std::sort(t->comm, t->comm + t->n_comm);  // one global order: no deadlock between overlapping sets
   return link(w, t, cands.data(), cands.size());
+}
+
+}  // namespace
+
+bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
+  if (!parent->domain) parent->domain = new Domain;
+  Domain& d = *parent->domain;
+
+  // Hot path: one strong in/out/inout access that waits for at most one task (the last writer).
+  if (n == 1 && !parent->weak && acc[0].mode <= AccessMode::inout) {
+    Record* r = d.find(acc[0].address);
+    if (!r) [[unlikely]] {
+      d.reserve(w, parent, 1);
+      r = &d.create(acc[0].address);
+    }
+    if (r->group == kNoGroup) {
+      Task* pred = r->writer;
+      if (acc[0].mode == AccessMode::in) {
+        make_room(parent, r->readers);  // the only allocation, before anything changes
+        r->readers.push_back(t);
+        add_ref(t);
+        return link_one(w, t, pred);
+      }
+      if (r->readers.empty()) {
+        set_writer(parent, *r, t);
+        return link_one(w, t, pred);  // pred stays valid: only this thread recycles it, and not before next spawn
+      }
+    }
+  }
+  return register_general(w, parent, t, acc, n);
+}
+
+void sweep_domain(Worker& w, Task* t) {
+  if (t->domain) t->domain->sweep(w, t);
 }
 
 void writers_of(Worker& w, Task* parent, const void* address) {
@@ -441,13 +731,18 @@ void destroy_weak_links(Worker& w, Task* t) {
 
 namespace {
 void unlock(Worker& w, CommLock* l) {
-  std::vector<Task*> woken;
+  Task* woken;
   {
     std::lock_guard<std::mutex> g(l->m);
     l->held = false;
-    woken.swap(l->waiters);
+    woken = l->waiters;
+    l->waiters = nullptr;
   }
-  for (Task* x : woken) schedule(w, x);  // they retry their locks when run
+  while (woken) {  // they retry their locks when run
+    Task* x = woken;
+    woken = x->edges[0].succ;
+    schedule(w, x);
+  }
 }
 }  // namespace
 
@@ -459,7 +754,8 @@ bool acquire_commutative(Worker& w, Task* t) {
       l->held = true;
       continue;
     }
-    l->waiters.push_back(t);  // rescheduled by the holder's release
+    t->edges[0].succ = l->waiters;  // parked: rescheduled by the holder's release
+    l->waiters = t;
     g.unlock();
     for (std::uint8_t j = 0; j < i; ++j) unlock(w, t->comm[j]);
     return false;

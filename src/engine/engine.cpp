@@ -96,6 +96,7 @@ Stats sum_stats(const Counters* cs, std::size_t n) {
 // ---------------------------------------------------------------------------------------------------------
 
 Worker::~Worker() {
+  delete[] spare_edges;
   for (void* c : chunks) ::operator delete(c, std::align_val_t{alignof(Task)});
 }
 
@@ -283,6 +284,15 @@ inline void count_finished_child(Worker& w, Task* p, std::vector<Task*>& todo) {
   }
 }
 
+// The body ended without rethrowing a child's exception: the task fails with it. The flag, not only complete()'s
+// local: a successor linked after the list is closed finds t finished and reads `cancelled` (the closing
+// exchange publishes it), so it is cancelled whatever the timing.
+[[gnu::noinline]] void fail_with_child_error(Worker& w, Task* t) {
+  std::exception_ptr e = take_child_error(w, t);
+  t->cancelled.store(true, std::memory_order_relaxed);
+  if (t->parent && e) record_error(w, t->parent, std::move(e));
+}
+
 // Completes tasks whose body (if any), children and weak nodes are all done; then, transitively, the join
 // nodes they ready and the parents whose last child they were. Iterative: no recursion along node chains.
 // Order matters: a task's parent is decremented only after every join node it readied has completed, since a
@@ -298,17 +308,15 @@ void complete(Worker& w, Task* t) {
     bool poison = t->cancelled.load(std::memory_order_relaxed);
     if (!(flags & kNode)) {
       if (t->retired_head || t->domain) free_children(w, t);
-      if (t->error.load(std::memory_order_relaxed)) {
-        // The body ended without rethrowing a child's exception: the task fails with it.
-        std::exception_ptr* e = t->error.exchange(nullptr, std::memory_order_acquire);
+      if (t->has_error.load(std::memory_order_acquire)) [[unlikely]] {
+        fail_with_child_error(w, t);
         poison = true;
-        if (parent) record_error(w, parent, *e);
-        delete e;
       }
     }
     EdgeNode* e = nullptr;
+    bool handed_on = false;  // a taskiter vertex whose count went to an instance it released
     if (flags & kPersistent) [[unlikely]]
-      complete_persistent(w, t, poison, best);  // a taskiter vertex: re-armed, releases its own successors
+      handed_on = complete_persistent(w, t, poison, best);  // a taskiter vertex: re-armed, releases its successors
     else  // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
       e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
     while (e) {
@@ -324,7 +332,7 @@ void complete(Worker& w, Task* t) {
       }
       e = nx;
     }
-    if (parent) {
+    if (parent && !handed_on) {
       if (!(flags & kNode)) {
         if (todo.size() == base && done_children.size() == done_base)
           count_finished_child(w, parent, todo);  // no node readied: count it now
@@ -426,22 +434,28 @@ void run_task(Worker& w, Task* t) {
   end_body(w, t);
 }
 
-void record_error(Worker& w, Task* parent, std::exception_ptr e) {
+// Allocates nothing (the slot is in the descriptor): it runs in exception handlers, also for std::bad_alloc.
+void record_error(Worker& w, Task* parent, std::exception_ptr e) noexcept {
   std::lock_guard<std::mutex> g(w.engine->error_mutex);
-  if (parent->error.load(std::memory_order_relaxed)) {
+  if (parent->has_error.load(std::memory_order_relaxed)) {
     ++w.counters.exceptions_dropped;
     return;
   }
-  parent->error.store(new std::exception_ptr(std::move(e)), std::memory_order_release);
+  parent->error = std::move(e);
+  parent->has_error.store(true, std::memory_order_release);  // pairs with the acquire in take_child_error
 }
 
-void rethrow_child_error(Task* t) {
-  if (!t->error.load(std::memory_order_acquire)) return;
-  std::exception_ptr* e = t->error.exchange(nullptr, std::memory_order_acq_rel);
-  if (!e) return;
-  std::exception_ptr copy = std::move(*e);
-  delete e;
-  std::rethrow_exception(copy);
+std::exception_ptr take_child_error(Worker& w, Task* t) noexcept {
+  if (!t->has_error.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard<std::mutex> g(w.engine->error_mutex);
+  std::exception_ptr e = std::move(t->error);
+  t->error = nullptr;
+  t->has_error.store(false, std::memory_order_relaxed);
+  return e;
+}
+
+void rethrow_child_error(Worker& w, Task* t) {
+  if (std::exception_ptr e = take_child_error(w, t)) std::rethrow_exception(e);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -458,15 +472,16 @@ Task* begin_spawn(Context& cx) {
     trace::on_runtime(w);
     publish_children(p);
     wait_until(w, [&] { return unfinished_children(w, p) <= limit / 2; });
-    if (w.next) {  // leave the chain we were running where other workers can take it
-      schedule(w, w.next);
-      w.next = nullptr;
-    }
   }
-  // Recycle finished children every kSweepAt retirements (amortised: one pass frees a batch).
-  if (p->retired_count % kSweepAt == 0 && p->retired_count != 0) {
+  // Recycle finished children once kSweepAt more have retired (amortised: one pass frees a batch). Retirements
+  // come in bursts (a pruned reader list, a closed group, a domain sweep): a threshold, not a multiple, or
+  // bursts would step over it. One threshold per worker: producers that alternate on a worker (nested bodies)
+  // share it, which can only advance or delay a pass by a bounded amount (a retired list is itself bounded by
+  // the full pass).
+  if (p->retired_count >= w.sweep_next) [[unlikely]] {
     trace::on_runtime(w);
     sweep_retired(w, p, p->retired_count >= 2 * static_cast<std::uint32_t>(limit) + kSweepAt);
+    w.sweep_next = p->retired_count + kSweepAt;
   }
   Task* t = w.allocate();
   init_task(w, t, p);
@@ -488,24 +503,30 @@ void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const 
     t->pending.store(0, std::memory_order_relaxed);
     ready = true;
   } else {
-    ready = register_accesses(w, p, t, acc, n);
+    try {
+      ready = register_accesses(w, p, t, acc, n);
+    } catch (...) {  // nothing was registered (see src/deps): the task never existed, nobody waits for it
+      --p->unpublished;
+      --w.counters.tasks_created;
+      t->destroy(t);
+      discard_spawn(cx, t);
+      throw;
+    }
   }
   if (t->record_refs == 0) retire(p, t);
   if (ready) schedule(w, t);
   trace::on_spawn_end(w);
 }
 
+void discard_spawn(Context& cx, Task* t) noexcept {
+  Worker& w = *cx.worker();
+  free_task(w, t);
+  trace::on_spawn_end(w);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Detached tasks (the flow front end; see detail/task.hpp)
 // ---------------------------------------------------------------------------------------------------------
-
-namespace {
-// Credits a worker takes from an anchor at once: a detached task's creation consumes one, its completion on
-// this worker gives one back (count_finished_child), so a worker that creates about as many tasks as it runs
-// touches the anchor's counter once per kCredit tasks. The anchor's `alive` stays >= its true count of
-// unfinished children: it cannot reach zero while a worker still holds credits (returned when it idles).
-constexpr std::uint32_t kCredit = 32;
-}  // namespace
 
 Task* detached_allocate(Task* anchor, const char* label, std::int32_t priority) {
   Worker& w = *tls_worker;
@@ -662,11 +683,7 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   wait_until(w, [&] { return unfinished_children(w, root) == 0; });
   if (w.counted) flush_completions(w);
   free_children(w, root);
-  std::exception_ptr child_error;
-  if (std::exception_ptr* e = root->error.exchange(nullptr, std::memory_order_acquire)) {
-    child_error = std::move(*e);
-    delete e;
-  }
+  std::exception_ptr child_error = take_child_error(w, root);
   free_task(w, root);
   running_.store(false, std::memory_order_release);
   if (recorder) recorder->end_run(w);
@@ -719,9 +736,11 @@ void Context::taskwait() {
   detail::trace::on_wait_begin(w);
   detail::publish_children(t);
   detail::wait_until(w, [&] { return detail::unfinished_children(w, t) == 0; });
+  // Every child has finished: what the domain still names can go (records of failed tasks excepted).
+  detail::sweep_domain(w, t);
   detail::sweep_retired(w, t, /*full=*/true);
   detail::trace::on_wait_end(w);
-  detail::rethrow_child_error(t);
+  detail::rethrow_child_error(w, t);
 }
 
 void Context::taskwait_on(const void* address) {
@@ -738,7 +757,7 @@ void Context::taskwait_on(const void* address) {
     return true;
   });
   detail::trace::on_wait_end(w);
-  detail::rethrow_child_error(task_);
+  detail::rethrow_child_error(w, task_);
 }
 
 unsigned Context::worker_id() const { return worker_->id; }

@@ -45,6 +45,15 @@ class TaskBuffer {
       grow();
     data_[n_++] = t;
   }
+  /// Room for n entries in all (may allocate): afterwards push_reserved up to n entries allocates nothing.
+  void reserve(std::size_t n) {
+    if (n > cap_) [[unlikely]] {
+      store_.resize(n);
+      data_ = store_.data();
+      cap_ = store_.size();
+    }
+  }
+  void push_reserved(Task* t) { data_[n_++] = t; }
   Task** data() { return data_; }
   std::size_t size() const { return n_; }
 
@@ -60,7 +69,12 @@ class TaskBuffer {
 };
 
 struct alignas(64) Worker {
-  Worker(Engine& e, unsigned i) : engine(&e), id(i), rng(0x9E3779B97F4A7C15ull * (i + 1)) {}
+  Worker(Engine& e, unsigned i) : engine(&e), id(i), rng(0x9E3779B97F4A7C15ull * (i + 1)) {
+    // complete()'s work lists hold the join nodes one completion readies and the parents it completes: room
+    // up front, so that completion (which cannot report an error) does not allocate in any usual program.
+    completing.reserve(1024);
+    completed_children.reserve(1024);
+  }
   ~Worker();
 
   Engine* engine;
@@ -74,6 +88,8 @@ struct alignas(64) Worker {
   /// or idle period, and before running a task of another parent.
   Task* counted_parent = nullptr;
   std::uint32_t counted = 0;
+  /// Recycling of retired children (begin_spawn): the retired count at which the next pass runs.
+  std::uint32_t sweep_next = 64;
   std::uint64_t rng;
   unsigned idle_rounds = 0;
   Counters counters;
@@ -86,6 +102,9 @@ struct alignas(64) Worker {
 
   TaskBuffer scratch;       ///< candidate predecessors of the task being registered
   TaskBuffer weak_scratch;  ///< same, for a weak access's node
+  TaskBuffer node_scratch;  ///< same, for a join node
+  EdgeNode* spare_edges = nullptr;  ///< an edge array for the task being registered, if it needs one (src/deps)
+  std::size_t spare_edges_size = 0;
   std::vector<Task*> completing;          ///< work list of complete(): tasks and join nodes to complete
   std::vector<Task*> completed_children;  ///< complete(): parents owed a finished child, applied after nodes
 
@@ -197,6 +216,26 @@ inline Task* find_work(Worker& w) {
   }
   return find_queued_work(w);
 }
+/// Credits a worker takes from a parent at once for children it makes ready without spawning them (flow
+/// tasks, replayed taskiter instances): each such child consumes one, each completion counted on this worker
+/// returns one (count_finished_child), so a worker that releases about as many as it completes touches the
+/// parent's counter once per kCredit children. The parent's `alive` stays >= its true count of unfinished
+/// children: it cannot reach zero while a worker still holds credits (returned when the worker idles).
+inline constexpr std::uint32_t kCredit = 32;
+/// Counts one more unfinished child of `a`, about to be made ready. The caller must itself keep `a` from
+/// completing meanwhile (it is a counted child of `a`, or `a`'s body). Never completes anything, so it may be
+/// called from inside complete().
+inline void count_new_child(Worker& w, Task* a) {
+  if (w.counted_parent == a && w.counted > 0) {
+    --w.counted;
+  } else if (w.counted == 0) {
+    a->alive.fetch_add(kCredit, std::memory_order_relaxed);  // relaxed: `a` is kept alive by the caller
+    w.counted_parent = a;
+    w.counted = kCredit - 1;
+  } else {
+    a->alive.fetch_add(1, std::memory_order_relaxed);  // the batch is owed to another parent: leave it
+  }
+}
 void run_task(Worker& w, Task* t);
 void idle_backoff(Worker& w);
 /// Conditions waited on count this worker's batched completions themselves (see unfinished_children);
@@ -204,6 +243,9 @@ void idle_backoff(Worker& w);
 /// Subtracts the batched completions from their parent; completes the parent if that was the last thing it
 /// waited for.
 void flush_completions(Worker& w);
+/// Runs tasks until done() holds. The waiter then resumes its own code: a successor left in its
+/// immediate-successor slot (readied by the last task it ran) goes to its queue, where other workers can take
+/// it, instead of waiting there until the waiter's body returns.
 template <class Cond>
 void wait_until(Worker& w, Cond&& done) {
   for (;;) {
@@ -216,10 +258,17 @@ void wait_until(Worker& w, Cond&& done) {
     }
   }
   w.idle_rounds = 0;
+  if (Task* t = w.next) [[unlikely]] {
+    w.next = nullptr;
+    schedule(w, t);
+  }
 }
-void record_error(Worker& w, Task* parent, std::exception_ptr e);
+/// Records e as the first exception of parent's children (dropped, and counted, if one is pending already).
+void record_error(Worker& w, Task* parent, std::exception_ptr e) noexcept;
+/// Takes (and clears) the first pending exception of t's children; null if none.
+std::exception_ptr take_child_error(Worker& w, Task* t) noexcept;
 /// Rethrows (and clears) the first pending exception of t's children.
-void rethrow_child_error(Task* t);
+void rethrow_child_error(Worker& w, Task* t);
 
 // --- dependency tracking (src/deps) ---
 /// Registers t's accesses in the domain of its parent; links t after its predecessors. Returns true if t is
@@ -229,6 +278,8 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
 void writers_of(Worker& w, Task* parent, const void* address);
 /// Frees the records of t's domain and the children they name (all finished).
 void destroy_domain(Worker& w, Task* t);
+/// Drops the records of t's domain that name only finished tasks (owner thread; e.g. after a taskwait).
+void sweep_domain(Worker& w, Task* t);
 /// Frees the weak nodes of t (called when t itself is freed).
 void destroy_weak_links(Worker& w, Task* t);
 /// Commutative mutual exclusion: take every lock of t, or park t on a busy one (it is rescheduled when the lock
@@ -240,8 +291,9 @@ void release_commutative(Worker& w, Task* t);
 /// Runs (or skips) the current iteration of a kPersistent task; the caller then ends its body as for any task.
 void run_persistent(Worker& w, Task* t);
 /// A kPersistent task's iteration has completed (body and children): re-arms it and releases the successors
-/// of that iteration (ready ones offered to `best`). `failed`: it or a child failed (stops the loop).
-void complete_persistent(Worker& w, Task* t, bool failed, Task*& best);
+/// of that iteration (ready ones offered to `best`). `failed`: it or a child failed (stops the loop). Returns
+/// true if t's count in its taskiter went to a released instance (then complete() must not count t as finished).
+bool complete_persistent(Worker& w, Task* t, bool failed, Task*& best);
 /// A spawn from a recording Context (parent flagged kRecorder): records `t` instead of registering it.
 void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
 /// Throws taskiter_error: `what` (a wait) was called on a recording Context, where no task runs yet.

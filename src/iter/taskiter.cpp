@@ -39,10 +39,13 @@
 // loop's count and releases its gates; if false (or the loop failed) it releases no gate: nothing of a later
 // iteration can become ready, since every task of an iteration is reachable from its roots or gated itself.
 //
-// Termination. The taskiter task's `alive` counts instances: the instances of every decided iteration are
-// added before they can be released, and each completion is counted like a finished child (batched per
-// worker by the engine). The driver, the taskiter task's body, waits until none is left, running tasks
-// meanwhile, then frees the graph.
+// Termination. The taskiter task's `alive` counts released instances: an instance is counted when it is made
+// ready (by the driver for the roots, else by the completing predecessor, itself still counted, so the count
+// cannot touch zero in between; per-worker credits make that an atomic per kCredit instances), and each
+// completion is counted like a finished child (batched per worker by the engine), except that a completing
+// instance hands its count to the first instance it releases (a replayed chain counts nothing). The driver, the taskiter
+// task's body, waits until none is left, running tasks meanwhile, then frees the graph. A failed loop stops
+// releasing instances, so it ends as soon as the ones in flight have finished.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -337,7 +340,10 @@ void wait_for_instances(Worker& w, Task* owner) {
 
 void schedule_roots(Worker& w, Loop& L) {
   for (std::uint32_t x = L.m; x-- > 0;)  // LIFO queue: the first recorded root is taken first
-    if (L.nodes[x].first == 0) schedule(w, L.nodes[x].task);
+    if (L.nodes[x].first == 0) {
+      count_new_child(w, L.owner);
+      schedule(w, L.nodes[x].task);
+    }
 }
 
 void run_control(Worker& w, IterNode& c) {
@@ -358,9 +364,7 @@ void run_control(Worker& w, IterNode& c) {
     L.stopped = true;
     return;
   }
-  // The iteration this check decides: its tasks and its control, counted before any of them is released.
-  L.owner->alive.fetch_add(L.copy_size[c.copy] + 1, std::memory_order_relaxed);
-  c.open = true;
+  c.open = true;  // the iteration this check decides: its roots and next control are released
 }
 
 // The update clause: run the body for the iterations of period p; each spawn replaces a vertex's body carrier.
@@ -458,17 +462,22 @@ void run_persistent(Worker& w, Task* t) {
   ++w.counters.tasks_executed;
 }
 
-void complete_persistent(Worker& w, Task* t, bool failed, Task*& best) {
+bool complete_persistent(Worker& w, Task* t, bool failed, Task*& best) {
   IterNode& v = *t->iter;
   Loop& L = *v.loop;
+  t->alive.store(kAliveGuard, std::memory_order_relaxed);
   if (failed) [[unlikely]]
     L.failed.store(true, std::memory_order_relaxed);
-  t->alive.store(kAliveGuard, std::memory_order_relaxed);
+  // A failed loop releases nothing more: the instances already released finish, and the driver's count (of
+  // released instances) reaches zero without draining the remaining iterations.
+  if (L.failed.load(std::memory_order_relaxed)) [[unlikely]]
+    return false;
   const std::uint64_t p = v.period;
   v.period = p + 1;
   // Re-arm this parity for (v, p + 2) before anything is released (see the proof at the top).
   if (v.rearm > 1) v.pending[p & 1].store(v.rearm, std::memory_order_relaxed);
   const bool gates = v.open;
+  bool handed_on = false;
   for (std::uint32_t i = 0; i < v.n_succ; ++i) {
     const Succ& e = v.succ[i];
     IterNode& s = *e.node;
@@ -479,8 +488,17 @@ void complete_persistent(Worker& w, Task* t, bool failed, Task*& best) {
     }
     const std::int32_t need = q == 0 ? s.first : s.rearm;
     // A single predecessor needs no atomic: nobody else counts for that instance.
-    if (need == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) offer(w, s.task, best);
+    if (need == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The first instance released takes over (v, p)'s count; the others are counted anew ((v, p) is still
+      // counted meanwhile: the owner cannot complete).
+      if (handed_on)
+        count_new_child(w, L.owner);
+      else
+        handed_on = true;
+      offer(w, s.task, best);
+    }
   }
+  return handed_on;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -552,8 +570,6 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
   }
 
   if (L.pipelined) {
-    const std::uint64_t instances = P.is_while ? L.m : L.n_periods * L.m;
-    owner->alive.fetch_add(static_cast<std::int64_t>(instances), std::memory_order_relaxed);
     const trace::Ticks replay_begin = trace::now(w);
     schedule_roots(w, L);
     wait_for_instances(w, owner);
@@ -566,7 +582,6 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
       if (P.is_while ? !spec.cond(spec.closure) : p >= L.n_periods) break;
       if (P.update) refresh(w, L, rcx, p);
     }
-    owner->alive.fetch_add(L.m, std::memory_order_relaxed);
     const trace::Ticks replay_begin = trace::now(w);
     schedule_roots(w, L);
     wait_for_instances(w, owner);

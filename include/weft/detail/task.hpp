@@ -67,7 +67,7 @@ struct alignas(64) Task {
   Domain* domain;                         ///< children's dependency records (lazily created)
   WeakLink* weak;                         ///< links for children to this task's weak accesses (rare)
   CommLock** comm;                        ///< commutative locks to hold while running (rare)
-  std::atomic<std::exception_ptr*> error; ///< first exception of a child, until rethrown (rare)
+  std::exception_ptr error;               ///< first exception of a child, until rethrown (rare; has_error)
 
   // --- owned by the producer that spawned this task (the parent's body thread) ---
   std::int32_t record_refs;               ///< records of the parent's domain that name this task
@@ -77,8 +77,14 @@ struct alignas(64) Task {
   EdgeNode* extra_edges;                  ///< edge nodes for tasks with > kInlineEdges predecessors
   std::uint8_t n_comm;
   std::uint8_t n_weak;
+  /// `error` holds an exception (set under the engine's error mutex, release; tested with acquire). In place,
+  /// so that recording a child's exception allocates nothing.
+  std::atomic<bool> has_error;
   std::uint32_t joined;                   ///< join nodes: members joined (for Stats::edges_saved_inoutset)
 
+  /// Edge nodes of the predecessors linked to this task (inline, then `extra_edges`). Once `pending` has reached
+  /// zero no predecessor reads them again, so a ready task parked on a busy commutative lock links the lock's
+  /// wait list through edges[0].succ.
   EdgeNode edges[kInlineEdges];
   alignas(16) unsigned char body[kInlineBody];
   std::uint64_t trace_tag;                ///< tracing only: iteration, key, ... (see src/trace/hooks.hpp)
