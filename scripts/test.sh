@@ -2,12 +2,15 @@
 # weft's test suite, start to finish:
 #   1. deps     scripts/install-deps.sh (installs only what is missing; nothing to do on a ready machine)
 #   2. release  configure + build the `release` preset, run every ctest test
-#   3. tsan     build the `tsan` preset (ThreadSanitizer), run the tests labelled `concurrency`
-#   4. asan     build the `asan` preset (AddressSanitizer + UBSan, leak checks on), run every test
-#   5. install  install build/release into a temporary prefix, build and run examples/consumer against it
+#   3. debug    build the `debug` preset (internal invariant checks WEFT_ASSERT, libstdc++ assertions), run
+#               every test
+#   4. tsan     build the `tsan` preset (ThreadSanitizer), run the tests labelled `concurrency`
+#   5. asan     build the `asan` preset (AddressSanitizer + UBSan, leak checks on), run every test
+#   6. install  install build/release into a temporary prefix, build and run examples/consumer against it
 # Stops at the first failing stage (unless --keep-going).
 #
-#   bash scripts/test.sh [--quick] [--no-deps] [--keep-going] [--skip-tsan] [--skip-asan] [--skip-install]
+#   bash scripts/test.sh [--quick] [--no-deps] [--keep-going] [--skip-debug] [--skip-tsan] [--skip-asan]
+#                        [--skip-install]
 #     --quick         release stage only (2)
 #     --no-deps       do not run scripts/install-deps.sh
 #     --keep-going    run the later stages even after a failure (exit status 1 at the end all the same)
@@ -18,14 +21,15 @@ cd "$(dirname "$self")/.."
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$self"; }
 
-do_deps=1 do_release=1 do_tsan=1 do_asan=1 do_install=1 keep_going=0
+do_deps=1 do_release=1 do_debug=1 do_tsan=1 do_asan=1 do_install=1 keep_going=0
 jobs=$(nproc 2>/dev/null || echo 2)
 test_timeout=600  # seconds, for a test that sets no TIMEOUT of its own: a hang fails instead of stalling CI
 while (($#)); do
   case "$1" in
-    --quick) do_tsan=0 do_asan=0 do_install=0 ;;
+    --quick) do_debug=0 do_tsan=0 do_asan=0 do_install=0 ;;
     --no-deps) do_deps=0 ;;
     --keep-going) keep_going=1 ;;
+    --skip-debug) do_debug=0 ;;
     --skip-tsan) do_tsan=0 ;;
     --skip-asan) do_asan=0 ;;
     --skip-install) do_install=0 ;;
@@ -79,6 +83,10 @@ release() {
   configure_build release && run_ctest release
 }
 
+debug() {
+  configure_build debug && run_ctest debug
+}
+
 tsan() {
   configure_build tsan || return
   local -a prefix=()
@@ -108,6 +116,7 @@ install_check() {
 echo "test.sh: $(g++ --version | head -1); $(cmake --version | head -1); $jobs build jobs"
 if ((do_deps)); then stage deps bash scripts/install-deps.sh; fi
 if ((do_release)); then stage release release; fi
+if ((do_debug)); then stage debug debug; fi
 if ((do_tsan)); then stage tsan tsan; fi
 if ((do_asan)); then stage asan asan; fi
 if ((do_install)); then stage install install_check; fi

@@ -36,6 +36,13 @@
 //   The first exception is rethrown by the parent's next taskwait()/taskwait_on(); if the parent's body ends
 //   without one, the parent counts as failed and the exception moves up, finally out of Runtime::run.
 //   Later exceptions of the same parent are dropped (Stats::exceptions_dropped). The runtime stays usable.
+//   Cancellation does not depend on timing: a task spawned after a task it depends on has failed is cancelled
+//   too (a datum written by a failed task stays "failed" for its later accessors until the parent completes).
+// * A spawn that throws (the body's copy or move, or std::bad_alloc) leaves nothing behind: no task, no
+//   dependency, no descriptor; the exception propagates from spawn.
+// * Memory: the records and descriptors a task keeps for its children are bounded by its unfinished children
+//   (throttled by Options::max_tasks): finished readers, group members and records are recycled as the
+//   producer goes on, and all of them at a taskwait.
 // * Waiting (taskwait, throttling) never blocks a worker: it runs other ready tasks meanwhile.
 //   Known limit: a task with weak accesses that waits (taskwait, or throttling at Options::max_tasks
 //   children), run inline on a worker that is itself waiting for that task's weak predecessor, can wait

@@ -78,6 +78,7 @@ inline void add_ref(Task* t) {
 
 inline void release(Task* producer, Task* t) {
   if (t->flags & kWeakNode) return;
+  WEFT_ASSERT(t->record_refs > 0);
   if (--t->record_refs == 0) retire(producer, t);
 }
 
@@ -193,6 +194,7 @@ struct Domain {
     for (std::uint32_t i = 0; i < records.size(); ++i) insert_slot(records[i].address, i + 1);
     last = kNoRecord;
     sweep_at = std::max(kFirstSweep, 2 * records.size());
+    WEFT_ASSERT(records.size() == kept && 2 * records.size() <= slots.size());
   }
 
  private:
@@ -306,6 +308,7 @@ Task* prepare_node(Worker& w, std::size_t preds, Task*& held) {
   EdgeNode* nodes = target->edges;
   if (m > kInlineEdges) [[unlikely]] {
     if (!target->extra_edges) {  // a task (nodes bring their own): the worker's spare, sized by phase 1
+      WEFT_ASSERT(w.spare_edges && w.spare_edges_size >= m);
       target->extra_edges = w.spare_edges;
       w.spare_edges = nullptr;
       w.spare_edges_size = 0;
@@ -343,6 +346,7 @@ Task* prepare_node(Worker& w, std::size_t preds, Task*& held) {
 // Phase 2: the prepared descriptor `n` becomes an internal node that finishes when all of preds[0 .. k) have; it
 // stands for them in later accesses.
 Task* make_node(Worker& w, Task* producer, Task*& prepared, Task* const* preds, std::size_t k) {
+  WEFT_ASSERT(prepared != nullptr);  // phase 1 foresaw this node
   Task* n = prepared;
   prepared = nullptr;
   init_task(w, n, producer);

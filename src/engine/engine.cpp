@@ -35,6 +35,11 @@ namespace weft::detail {
 
 thread_local Worker* tls_worker = nullptr;
 
+void internal_check_failed(const char* cond, const char* file, int line) noexcept {
+  std::fprintf(stderr, "weft: internal check failed: %s (%s:%d)\n", cond, file, line);
+  std::abort();
+}
+
 namespace {
 constexpr std::uint32_t kChunkTasks = 64;
 constexpr std::uint32_t kSweepAt = 64;  // retirements between two recycling passes
@@ -139,6 +144,8 @@ namespace {
 }  // namespace
 
 void free_task(Worker& w, Task* t) {
+  WEFT_ASSERT(t->record_refs == 0 && !t->domain && !t->retired_head && t->unpublished == 0 &&
+              !t->has_error.load(std::memory_order_relaxed));
   if (t->extra_edges || t->weak || t->comm) [[unlikely]]
     free_extras(w, t);
   if (t->owner == w.id) [[likely]]
@@ -268,7 +275,9 @@ inline Task* take_counted(Worker& w) {
   const std::int64_t c = w.counted;
   w.counted_parent = nullptr;
   w.counted = 0;
-  return p->alive.fetch_sub(c, std::memory_order_acq_rel) == c ? p : nullptr;
+  const std::int64_t before = p->alive.fetch_sub(c, std::memory_order_acq_rel);
+  WEFT_ASSERT(before >= c);  // never more finished children than counted ones
+  return before == c ? p : nullptr;
 }
 
 // Counts a finished child of p in the worker's batch; a parent that this completes goes to `todo`.
@@ -319,10 +328,12 @@ void complete(Worker& w, Task* t) {
       handed_on = complete_persistent(w, t, poison, best);  // a taskiter vertex: re-armed, releases its successors
     else  // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
       e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
+    WEFT_ASSERT(reinterpret_cast<std::uintptr_t>(e) != kClosed);  // completed once
     while (e) {
       Task* s = e->succ;
       EdgeNode* nx = e->next;  // read before releasing s: s may run, finish and be recycled right after
       if (poison) s->cancelled.store(true, std::memory_order_relaxed);
+      WEFT_ASSERT(s->pending.load(std::memory_order_relaxed) >= 1 && s->n_edges >= 1);
       // A successor with a single predecessor needs no atomic: no one else decrements its count.
       if (s->n_edges == 1 || s->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         if (s->flags & kNode)
@@ -392,7 +403,9 @@ void end_body(Worker& w, Task* t) {
   }
   const std::int64_t delta = static_cast<std::int64_t>(t->unpublished) - kAliveGuard;
   t->unpublished = 0;
-  if (t->alive.fetch_add(delta, std::memory_order_acq_rel) + delta == 0) complete(w, t);
+  const std::int64_t after = t->alive.fetch_add(delta, std::memory_order_acq_rel) + delta;
+  WEFT_ASSERT(after >= 0);
+  if (after == 0) complete(w, t);
 }
 
 void publish_children(Task* t) {
@@ -409,6 +422,7 @@ void flush_completions(Worker& w) {
 }
 
 void run_task(Worker& w, Task* t) {
+  WEFT_ASSERT(!finished(t) && (t->flags & kNode) == 0);
   if (w.counted && t->parent != w.counted_parent) flush_completions(w);  // don't sit on them during a body
   if ((t->flags & kHasComm) && !acquire_commutative(w, t)) return;    // parked until a lock is released
   if (t->flags & kPersistent) [[unlikely]] {

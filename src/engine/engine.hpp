@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/check.hpp"
 #include "engine/queues.hpp"
 #include "weft/runtime.hpp"
 #include "weft/tasks.hpp"
@@ -113,6 +114,10 @@ struct alignas(64) Worker {
       refill();
     Task* t = free_list;
     free_list = t->retired_next;
+    // The free state (see free_task): what allocation does not set is zero.
+    WEFT_ASSERT(t->unpublished == 0 && !t->retired_head && !t->domain && !t->weak && !t->comm && t->n_comm == 0 &&
+                t->n_weak == 0 && !t->has_error.load(std::memory_order_relaxed) && t->record_refs == 0 &&
+                !t->extra_edges && t->owner == id);
     return t;
   }
   void refill();  ///< takes back descriptors other workers freed, or carves a new chunk
@@ -174,6 +179,8 @@ inline void init_task(Worker&, Task* t, Task* parent) {
 }
 /// t is ready: queue it on w.
 inline void schedule(Worker& w, Task* t) {
+  WEFT_ASSERT(t->pending.load(std::memory_order_relaxed) == 0 || (t->flags & (kPersistent | kDetached)));
+  WEFT_ASSERT(t->succ_head.load(std::memory_order_relaxed) != kClosed);  // not finished
   if (t->priority == 0)
     w.deque.push(t);
   else
@@ -198,6 +205,7 @@ void free_task(Worker& w, Task* t);            ///< return t (and what hangs off
 /// t is no longer named by a record of producer's domain: appended to the producer's retired list, recycled once
 /// finished (producer thread only). Inline: called for nearly every task by the domain code.
 inline void retire(Task* producer, Task* t) {
+  WEFT_ASSERT(t->record_refs == 0 && t->parent == producer);
   t->retired_next = nullptr;
   if (producer->retired_tail)
     producer->retired_tail->retired_next = t;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/check.hpp"
 #include "weft/detail/task.hpp"
 
 namespace weft::detail {
@@ -47,6 +48,7 @@ class StealDeque {
       return nullptr;
     }
     Task* x = a->get(b);
+    WEFT_ASSERT(x != nullptr);
     if (t == b) {  // last element: race with thieves for it
       if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) x = nullptr;
       bottom_.store(b + 1, std::memory_order_relaxed);

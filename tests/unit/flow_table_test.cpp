@@ -42,7 +42,10 @@ TEST(FlowTable, BravoWritersExcludeFastAndSlowReaders) {
     lock.unlock();
     if (i % 64 == 0) std::this_thread::yield();
   }
-  weft_test::spin_until([&] { return reads.load() > 1000; });
+  // No writer any more: readers must take the fast path now (while writers were active, a loaded machine may
+  // have let every read find one).
+  const long fast_before = fast.load();
+  weft_test::spin_until([&] { return reads.load() > 1000 && fast.load() > fast_before; });
   stop = true;
   for (auto& t : ts) t.join();
   EXPECT_EQ(bad.load(), 0);
