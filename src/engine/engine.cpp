@@ -209,8 +209,10 @@ Task* find_queued_work(Worker& w) {
     for (std::size_t k = 0; k < n; ++k) {
       Worker& v = *ws[(start + k) % n];
       if (&v == &w) continue;
-      Task* t = v.prioritized.pop(INT32_MIN, /*blocking=*/false);
+      // The victim's own order: its positive priorities, its default-priority deque, then its negative ones.
+      Task* t = v.prioritized.pop(1, /*blocking=*/false);
       if (!t) t = v.deque.steal();
+      if (!t) t = v.prioritized.pop(INT32_MIN, /*blocking=*/false);
       if (t) {
         ++w.counters.tasks_stolen;
         trace::on_steal(w);
