@@ -229,7 +229,7 @@ namespace {
 // idle loop.
 bool idle_recheck(const Worker& w) {
   const Engine& e = *w.engine;
-  if (e.idle_interrupted()) return true;
+  if (w.next || w.counted || e.idle_interrupted()) return true;
   for (const auto& v : e.workers)
     if (v->deque.maybe_nonempty() || !v->prioritized.empty()) return true;
   return false;
@@ -238,7 +238,12 @@ bool idle_recheck(const Worker& w) {
 
 void idle_backoff(Worker& w, bool for_condition) {
   trace::on_idle(w);
-  if (w.counted) flush_completions(w);
+  if (w.counted) {
+    // All of it: completing a task counts it in its own parent's batch, and a sleeper must not sit on a count
+    // that another worker waits for. Completing may ready an immediate successor: run it first.
+    while (w.counted) flush_completions(w);
+    if (w.next) return;
+  }
   // Spin (polling the queues) for some tens of microseconds, then yield, then sleep: a worker that finds no
   // work between the tasks of a busy program stays responsive, an idle one stops burning its core.
   // A round is short (a few pause instructions, well under a microsecond) so that a task pushed by another
@@ -747,7 +752,8 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
     delete e;
   }
   free_task(w, root);
-  running_.store(false, std::memory_order_release);
+  // seq_cst: without fences (a TSan build), the recorder's end_run relies on it (trace::enter_run).
+  running_.store(false, std::memory_order_seq_cst);
   wake_all();  // workers asleep in the run's idle loop leave it (the recorder's end_run waits for them)
   if (recorder) recorder->end_run(w);
   tls_worker = nullptr;
