@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common.hpp"
 
@@ -20,6 +21,14 @@ Result chain(int deps, long long n);
 Result tree(int height, std::uint64_t cycles, int workers);
 Result independent(long long n, int workers);
 std::string describe();
+
+/// Ping-pong between 2 workers: hop i spawns hop i + 1 and spins until it has started, so every hop crosses
+/// workers (a steal). `gap_us`: busy time before each spawn (long enough for the other worker to fall asleep).
+/// Returns the median ns from a hop's spawn to its start.
+double pingpong(long long hops, int gap_us);
+/// Context switches per second {voluntary, involuntary} of an idle worker (worker 1 of 2) while worker 0 runs
+/// a busy root body for `seconds`; {-1, -1} if worker 1's thread id could not be found.
+std::pair<double, double> idle_switches(double seconds);
 
 /// The replay benchmark: a loop of `iters` iterations, each of `m` tasks that increment a counter.
 ///   chain: every task inout on one counter (one executing worker); wide: task j inout on its own counter

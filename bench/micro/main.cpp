@@ -37,7 +37,7 @@ const char* const kUsage = R"(weft-bench-micro: weft side by side with GCC OpenM
 usage: weft-bench-micro [options]
 
   --quick              small sizes (for CI; well under a minute)
-  --bench=LIST         chain,tree,independent,replay (default: all)
+  --bench=LIST         chain,tree,independent,replay,pingpong (default: all)
   --only=LIST          systems to run: weft,gomp,gomp-1t,libomp,libomp-1t,tbb,flow,flow-copy (default: all
                        available)
   --reps=R             repetitions per system (default 5); the table shows the median; the systems are
@@ -54,6 +54,7 @@ usage: weft-bench-micro [options]
   --replay-iters=N     replay: iterations (default 1000, --quick 100)
   --replay-graphs=LIST replay: chain,wide (default both)
   --replay-modes=LIST  replay: tasks,taskiter,barrier (default all)
+  --pingpong-hops=N    pingpong: hops without a gap (default 20000, --quick 2000; 1/40 of them with a gap)
   --tbb-block=B        chain, TBB: continue_nodes built per flow-graph block (default 4096)
   --libomp-chain-tasks=N  chain, libomp with 2 threads: at most N tasks (default 2e5; marked * in the table).
                        It keeps every task of the chain in memory until the final taskwait (~1.5 KB each)
@@ -76,6 +77,10 @@ replay (weft only, not in the CSV): a loop of N iterations of M tasks; chain = e
 1 worker; wide = independent tasks (task j inout on counter j), 2 workers. Modes: tasks (the loop spawns every
 iteration), taskiter (recorded once, replayed), barrier (taskiter + weft::replay_barrier). record = time of a
 1-iteration loop / M (recording + first run + teardown); replay = (time(N) - time(1)) / ((N-1) M).
+pingpong (weft only): 2 workers; hop i spawns hop i+1 and spins until it has started, so the other worker steals
+it; median ns from a hop's spawn to its start, with no gap (the other worker polls) and with a 2 ms busy gap
+before each spawn (the other worker has gone to sleep). Then the context switches per second of worker 1 while
+it idles for 1 s (worker 0 busy in the root body), from /proc/self/task/TID/status.
 Exit status: 0; 1 if a benchmark's result check failed or a peer failed; 2 for bad options; 3 if a run hung
 (--watchdog).
 )";
@@ -96,7 +101,7 @@ struct Config {
 
 struct Options {
   bool quick = false;
-  bool bench[4] = {true, true, true, true};
+  bool bench[5] = {true, true, true, true, true};
   bool only[kNumSys] = {true, true, true, true, true, true, true, true};
   int reps = 5;
   std::string csv;
@@ -111,6 +116,7 @@ struct Options {
   bool replay_graph[2] = {true, true};  // chain, wide
   bool replay_mode[3] = {true, true, true};  // tasks, taskiter, barrier
   long long libomp_chain_tasks = 200000;
+  long long pingpong_hops = -1;
   bool warmup = true;
   bool quiesce = true;
   long long watchdog_s = 600;
@@ -170,7 +176,8 @@ Options parse_args(int argc, char** argv) {
         else if (b == "tree") o.bench[1] = true;
         else if (b == "independent") o.bench[2] = true;
         else if (b == "replay") o.bench[3] = true;
-        else usage_error("unknown benchmark '" + b + "' (chain, tree, independent, replay)");
+        else if (b == "pingpong") o.bench[4] = true;
+        else usage_error("unknown benchmark '" + b + "' (chain, tree, independent, replay, pingpong)");
       }
     } else if (key == "--only") {
       need_val();
@@ -244,6 +251,10 @@ Options parse_args(int argc, char** argv) {
         else if (m == "barrier") o.replay_mode[2] = true;
         else usage_error("unknown replay mode '" + m + "' (tasks, taskiter, barrier)");
       }
+    } else if (key == "--pingpong-hops") {
+      need_val();
+      o.pingpong_hops = parse_count(val, "--pingpong-hops");
+      if (o.pingpong_hops < 80) usage_error("--pingpong-hops: at least 80");
     } else if (key == "--tbb-block") {
       need_val();
       o.tbb_block = parse_count(val, "--tbb-block");
@@ -254,6 +265,7 @@ Options parse_args(int argc, char** argv) {
   if (o.chain_tasks < 0) o.chain_tasks = o.quick ? 100000 : 1000000;
   if (o.independent_tasks < 0) o.independent_tasks = o.quick ? 100000 : 1000000;
   if (o.replay_iters < 0) o.replay_iters = o.quick ? 100 : 1000;
+  if (o.pingpong_hops < 0) o.pingpong_hops = o.quick ? 2000 : 20000;
   if (tree_arg.empty()) tree_arg = o.quick ? "0:14,1000:12,10000:9,40000:7" : "0:20,1000:17,10000:14,40000:12";
   for (const auto& p : split(tree_arg, ',')) {
     const std::size_t c = p.find(':');
@@ -790,6 +802,38 @@ struct Bencher {
     }
   }
 
+  // pingpong: weft alone (no peer kernel written for it). Repetitions interleave the two gaps.
+  void run_pingpong() {
+    if (!avail[kWeft]) return;
+    {
+      std::lock_guard<std::mutex> lk(current_mutex);
+      current = "pingpong";
+    }
+    const long long hops[2] = {opt.pingpong_hops, opt.pingpong_hops / 40};
+    const int gap_us[2] = {0, 2000};
+    std::vector<double> ns[2], vol, invol;
+    if (opt.warmup) wbench::weftk::pingpong(std::min(1000LL, hops[0]), 0);
+    for (int rep = 0; rep < opt.reps; ++rep) {
+      for (int g = 0; g < 2; ++g) {
+        progress.fetch_add(1, std::memory_order_relaxed);
+        ns[g].push_back(wbench::weftk::pingpong(hops[g], gap_us[g]));
+      }
+      progress.fetch_add(1, std::memory_order_relaxed);
+      const auto sw = wbench::weftk::idle_switches(1.0);
+      vol.push_back(sw.first);
+      invol.push_back(sw.second);
+    }
+    std::printf("\n== pingpong: 2 workers, hop i spawns hop i+1 and spins until it starts (the other worker steals it); "
+                "weft only.\n   ns from a hop's spawn to its start: median over the hops, then median of %d.\n",
+                opt.reps);
+    std::printf(" gap-us     hops   ns/hop\n");
+    for (int g = 0; g < 2; ++g) std::printf(" %6d %8lld %8.0f\n", gap_us[g], hops[g], median(ns[g]));
+    std::printf("== idle: worker 1 of 2 idle for 1 s while worker 0 runs a busy root body; its context switches per "
+                "second, median of %d:\n   voluntary %.0f, involuntary %.0f\n",
+                opt.reps, median(vol), median(invol));
+    std::fflush(stdout);
+  }
+
   void run_bench(Bench b) {
     std::vector<Config> configs;
     if (b == Bench::chain) {
@@ -977,6 +1021,7 @@ int main(int argc, char** argv) {
     if (o.bench[1]) B.run_bench(Bench::tree);
     if (o.bench[2]) B.run_bench(Bench::independent);
     if (o.bench[3]) B.run_replay();
+    if (o.bench[4]) B.run_pingpong();
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "weft-bench-micro: FAILED: %s\n", e.what());

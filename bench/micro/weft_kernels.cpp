@@ -1,6 +1,14 @@
 // weft-bench-micro — the weft kernels.
 #include <weft/weft.hpp>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <utility>
@@ -54,7 +62,87 @@ struct TreeNode {
   }
 };
 
+// Ping-pong: hop i spawns hop i + 1 and spins until it has started, so that the other worker must take it
+// (steal); each hop records how long after its spawn it started.
+struct PingPong {
+  long long n;
+  int gap_us;
+  std::atomic<long long> started{-1};
+  std::vector<double> ns;  // ns[i]: spawn of hop i to its start (written by hop i only)
+};
+
+struct Hop {
+  PingPong* p;
+  long long i;
+  double sent;
+  void operator()(weft::Context& cx) const {
+    const double t = now_s();
+    p->ns[static_cast<std::size_t>(i)] = (t - sent) * 1e9;
+    p->started.store(i, std::memory_order_release);
+    if (i + 1 == p->n) return;
+    if (p->gap_us > 0) {  // long enough for the other worker to fall asleep
+      const double end = now_s() + 1e-6 * p->gap_us;
+      while (now_s() < end) _mm_pause();
+    }
+    cx.spawn(Hop{p, i + 1, now_s()});
+    while (p->started.load(std::memory_order_acquire) != i + 1) _mm_pause();
+  }
+};
+
+// Context switches of thread `tid` of this process: {voluntary, involuntary}.
+std::pair<long long, long long> context_switches(long tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+  std::pair<long long, long long> r{-1, -1};
+  FILE* f = std::fopen(path, "r");
+  if (!f) return r;
+  char line[256];
+  while (std::fgets(line, sizeof line, f)) {
+    long long v = 0;
+    if (std::sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1) r.first = v;
+    else if (std::sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1) r.second = v;
+  }
+  std::fclose(f);
+  return r;
+}
+
 }  // namespace
+
+double pingpong(long long hops, int gap_us) {
+  PingPong p{hops, gap_us, {}, std::vector<double>(static_cast<std::size_t>(hops), 0.0)};
+  weft::Runtime& rt = runtime(2);
+  rt.run([&](weft::Context& cx) {
+    cx.spawn(Hop{&p, 0, now_s()});
+    cx.taskwait();
+  });
+  std::vector<double> v(p.ns.begin() + 1, p.ns.end());  // hop 0 may run on either worker
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+std::pair<double, double> idle_switches(double seconds) {
+  weft::Runtime& rt = runtime(2);
+  // The thread id of worker 1: the root spins (it runs no task meanwhile), so worker 1 takes the task.
+  std::atomic<long> tid{0};
+  rt.run([&](weft::Context& cx) {
+    cx.spawn([&tid](weft::Context& c) {
+      if (c.worker_id() == 1) tid.store(static_cast<long>(syscall(SYS_gettid)), std::memory_order_release);
+    });
+    const double end = now_s() + 5;
+    while (!tid.load(std::memory_order_acquire) && now_s() < end) _mm_pause();
+  });
+  if (!tid.load()) return {-1, -1};
+  std::pair<long long, long long> a, b;
+  double t = 0;
+  rt.run([&](weft::Context&) {  // worker 0 busy in the root, worker 1 idle
+    a = context_switches(tid.load());
+    const double t0 = now_s();
+    while (now_s() - t0 < seconds) _mm_pause();
+    b = context_switches(tid.load());
+    t = now_s() - t0;
+  });
+  return {double(b.first - a.first) / t, double(b.second - a.second) / t};
+}
 
 Result chain(int deps, long long n) {
   Slot slots[kMaxDeps] = {};

@@ -217,8 +217,10 @@ Task* find_queued_work(Worker& w) {
     for (std::size_t k = 0; k < n; ++k) {
       Worker& v = *ws[(start + k) % n];
       if (&v == &w) continue;
-      Task* t = v.prioritized.pop(INT32_MIN, /*blocking=*/false);
+      // The victim's own order: its positive priorities, its default-priority deque, then its negative ones.
+      Task* t = v.prioritized.pop(1, /*blocking=*/false);
       if (!t) t = v.deque.steal();
+      if (!t) t = v.prioritized.pop(INT32_MIN, /*blocking=*/false);
       if (t) {
         ++w.counters.tasks_stolen;
         trace::on_steal(w);
@@ -230,9 +232,26 @@ Task* find_queued_work(Worker& w) {
   return nullptr;
 }
 
-void idle_backoff(Worker& w) {
+namespace {
+// Read-only re-check of a wait (after Engine::prepare_wait): a task that w may find, or a reason to leave the
+// idle loop.
+bool idle_recheck(const Worker& w) {
+  const Engine& e = *w.engine;
+  if (w.next || w.counted || e.idle_interrupted()) return true;
+  for (const auto& v : e.workers)
+    if (v->deque.maybe_nonempty() || !v->prioritized.empty()) return true;
+  return false;
+}
+}  // namespace
+
+void idle_backoff(Worker& w, bool for_condition) {
   trace::on_idle(w);
-  if (w.counted) flush_completions(w);
+  if (w.counted) {
+    // All of it: completing a task counts it in its own parent's batch, and a sleeper must not sit on a count
+    // that another worker waits for. Completing may ready an immediate successor: run it first.
+    while (w.counted) flush_completions(w);
+    if (w.next) return;
+  }
   // Spin (polling the queues) for some tens of microseconds, then yield, then sleep: a worker that finds no
   // work between the tasks of a busy program stays responsive, an idle one stops burning its core.
   // A round is short (a few pause instructions, well under a microsecond) so that a task pushed by another
@@ -244,19 +263,87 @@ void idle_backoff(Worker& w) {
   } else if (r < 4096 + 256) {
     std::this_thread::yield();
   } else {
-    // Sleep until a push wakes us or a short timeout passes (a wake-up racing with going to sleep is then
-    // only late, never lost; waits on conditions other than new work are polled at this period too).
+    // Sleep until a push wakes us, in two phases (Engine::idle_): announce, re-check, sleep only if nothing came
+    // meanwhile. A wait on a condition (wait_until: children finished...) is timed as well: other workers make
+    // it true by finishing tasks, which pushes nothing, so it is polled every 200 us; an idle worker with
+    // nothing to wait for sleeps until woken.
     Engine& e = *w.engine;
-    std::unique_lock<std::mutex> lk(e.sleep_mutex);
-    e.sleepers.fetch_add(1, std::memory_order_relaxed);
-    const bool notified = e.sleep_cv.wait_for(lk, std::chrono::microseconds(200)) == std::cv_status::no_timeout;
-    e.sleepers.fetch_sub(1, std::memory_order_relaxed);
-    e.waking.store(false, std::memory_order_relaxed);
+    const std::uint64_t ticket = e.prepare_wait();
+    if (idle_recheck(w)) {
+      e.cancel_wait();
+      w.idle_rounds = 0;
+      return;
+    }
     // Woken because work was pushed: poll again before sleeping. The pusher may well run that task itself before
     // we get here; without a new polling window we would go back to sleep at once and, on a fine-grained
     // program, miss every later task too (one worker doing all the work while the other sleeps).
-    if (notified) w.idle_rounds = 0;
+    if (e.commit_wait(ticket, for_condition)) w.idle_rounds = 0;
   }
+}
+
+// Memory orderings of the event count: see Engine::idle_.
+std::uint64_t Engine::prepare_wait() {
+#if WEFT_TSAN
+  const std::uint64_t s = idle_.fetch_add(kWaiter, std::memory_order_seq_cst);
+#else
+  const std::uint64_t s = idle_.fetch_add(kWaiter, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the announcement before the re-check's reads
+#endif
+  return s / kEpoch;
+}
+
+void Engine::cancel_wait() { leave_wait(); }
+
+bool Engine::commit_wait(std::uint64_t ticket, bool timed) {
+  bool woken = true;
+  {
+    std::unique_lock<std::mutex> lk(sleep_mutex);
+    // A waker advances the epoch before it takes the mutex (wake_slow), so it is read here, under the mutex,
+    // either before the waker's notify (we are then asleep when it comes) or with the new epoch.
+    auto come = [&] { return idle_.load(std::memory_order_relaxed) / kEpoch != ticket; };
+    if (timed)
+      woken = sleep_cv.wait_for(lk, std::chrono::microseconds(200), come);
+    else
+      sleep_cv.wait(lk, come);
+  }
+  leave_wait();
+  return woken;
+}
+
+// One waiter fewer, and no wake-up in flight any more: whoever it was for, we poll next (at worst another
+// waiter is woken for nothing later). A pusher that saw kWaking skipped its wake-up: the clear is ordered before
+// our next reads of the queues as the announcement is in prepare_wait, so we see its task.
+void Engine::leave_wait() {
+  std::uint64_t s = idle_.load(std::memory_order_relaxed);
+#if WEFT_TSAN
+  while (!idle_.compare_exchange_weak(s, (s - kWaiter) & ~kWaking, std::memory_order_seq_cst,
+                                      std::memory_order_relaxed)) {
+  }
+#else
+  while (!idle_.compare_exchange_weak(s, (s - kWaiter) & ~kWaking, std::memory_order_relaxed,
+                                      std::memory_order_relaxed)) {
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+void Engine::wake_slow() {
+  std::uint64_t s = idle_.load(std::memory_order_relaxed);
+  do {
+    if ((s & kWaiterMask) == 0 || (s & kWaking)) return;  // nobody waits any more, or a wake-up is on its way
+  } while (!idle_.compare_exchange_weak(s, (s | kWaking) + kEpoch, std::memory_order_relaxed,
+                                        std::memory_order_relaxed));
+  // A waiter that read the old epoch under the mutex is asleep once we get the mutex: the notify reaches it.
+  { std::lock_guard<std::mutex> g(sleep_mutex); }
+  sleep_cv.notify_one();
+}
+
+// Release: a waiter that reads the new epoch (or, in its re-check, after a fence) sees what the caller wrote
+// before (running_ or stop_).
+void Engine::wake_all() {
+  idle_.fetch_add(kEpoch, std::memory_order_seq_cst);
+  { std::lock_guard<std::mutex> g(sleep_mutex); }
+  sleep_cv.notify_all();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -605,10 +692,7 @@ Engine::Engine(const Options& o) : options(o) {
 
 Engine::~Engine() {
   stop_.store(true, std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> g(sleep_mutex);
-    sleep_cv.notify_all();
-  }
+  wake_all();  // idle sleepers and workers between runs
   for (auto& t : threads_) t.join();
   if (recorder) recorder->finish();
 }
@@ -699,7 +783,9 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   free_children(w, root);
   std::exception_ptr child_error = take_child_error(w, root);
   free_task(w, root);
-  running_.store(false, std::memory_order_release);
+  // seq_cst: without fences (a TSan build), the recorder's end_run relies on it (trace::enter_run).
+  running_.store(false, std::memory_order_seq_cst);
+  wake_all();  // workers asleep in the run's idle loop leave it (the recorder's end_run waits for them)
   if (recorder) recorder->end_run(w);
   tls_worker = nullptr;
   if (rebind) sched_setaffinity(0, sizeof(caller_affinity), &caller_affinity);

@@ -138,22 +138,56 @@ class Engine {
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<trace::Recorder> recorder;  ///< null unless Options::profile.active()
 
-  std::atomic<int> sleepers{0};
-  std::mutex sleep_mutex;
-  std::condition_variable sleep_cv;
   std::mutex error_mutex;
 
-  /// Wakes one sleeping worker, if any. At most one wake-up is in flight at a time (`waking`), so a producer
-  /// pushing many tasks makes one system call, not one per task; a woken worker that finds work wakes the
-  /// next (see find_work), so wake-ups cascade as fast as work appears.
+  // Idle workers sleep on an event count: a two-phase wait that cannot lose a wake-up.
+  //   waiter: ticket = prepare_wait(); re-check the queues (and the run's state); then cancel_wait() if there is
+  //           something to do, else commit_wait(ticket), which sleeps unless a wake-up came after the prepare.
+  //   pusher: push, then wake_one().
+  // Store-buffer race: the pusher writes a queue then reads `idle_`; the waiter writes `idle_` then reads the
+  // queues. Each side orders its write before its read with a seq_cst fence (or, in a TSan build, both use
+  // read-modify-writes of `idle_`), so at least one sees the other: the pusher sees the waiter and wakes it, or
+  // the waiter's re-check sees the task.
+  // idle_: bits 0-31 waiters (prepared or asleep); bit 32 a wake-up in flight; bits 33-63 an epoch, advanced by
+  // every wake-up: a waiter whose ticket is stale does not sleep.
+  static constexpr std::uint64_t kWaiter = 1, kWaiterMask = 0xffffffffu, kWaking = 1ull << 32,
+                                 kEpoch = 1ull << 33;
+
+  /// Wakes one sleeping worker, if any. At most one wake-up is in flight at a time (kWaking, cleared by the
+  /// waiter that leaves its wait, which then polls), so a producer pushing many tasks makes one system call,
+  /// not one per task; a woken worker that steals and sees more wakes the next (find_queued_work), so wake-ups
+  /// cascade as fast as work appears. Inline: on every push; the slow path only with sleepers.
   void wake_one() {
-    if (sleepers.load(std::memory_order_relaxed) > 0 && !waking.load(std::memory_order_relaxed) &&
-        !waking.exchange(true, std::memory_order_acq_rel))
-      sleep_cv.notify_one();
+#if WEFT_TSAN
+    const std::uint64_t s = idle_.fetch_add(0, std::memory_order_seq_cst);
+#else
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the push before the read of idle_ (see above)
+    const std::uint64_t s = idle_.load(std::memory_order_relaxed);
+#endif
+    if ((s & kWaiterMask) != 0 && !(s & kWaking)) [[unlikely]]
+      wake_slow();
   }
-  std::atomic<bool> waking{false};
+  /// Wakes every sleeping worker (end of a run, shutdown).
+  void wake_all();
+  /// The two phases of a wait (see idle_). Returns the ticket for commit_wait.
+  std::uint64_t prepare_wait();
+  void cancel_wait();
+  /// Sleeps unless a wake-up came after prepare_wait; `timed`: for at most 200 us. Returns true if woken
+  /// (not timed out).
+  bool commit_wait(std::uint64_t ticket, bool timed);
+  /// The worker must leave its idle loop: the run ended, or the engine stops.
+  bool idle_interrupted() const {
+    return stop_.load(std::memory_order_relaxed) || !running_.load(std::memory_order_relaxed);
+  }
+
+  std::mutex sleep_mutex;
+  std::condition_variable sleep_cv;
 
  private:
+  [[gnu::noinline]] void wake_slow();
+  void leave_wait();
+  alignas(64) std::atomic<std::uint64_t> idle_{0};
+
   void worker_main(unsigned id);
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
@@ -245,7 +279,9 @@ inline void count_new_child(Worker& w, Task* a) {
   }
 }
 void run_task(Worker& w, Task* t);
-void idle_backoff(Worker& w);
+/// No work found: spin, yield, then sleep until a push. `for_condition`: called by wait_until, whose condition
+/// (children finished...) other workers make true without pushing anything: such a sleep is timed.
+void idle_backoff(Worker& w, bool for_condition = false);
 /// Conditions waited on count this worker's batched completions themselves (see unfinished_children);
 /// the batch is flushed before idling, so other workers' progress is never hidden for long.
 /// Subtracts the batched completions from their parent; completes the parent if that was the last thing it
@@ -262,7 +298,7 @@ void wait_until(Worker& w, Cond&& done) {
       w.idle_rounds = 0;
       run_task(w, t);
     } else {
-      idle_backoff(w);
+      idle_backoff(w, /*for_condition=*/true);
     }
   }
   w.idle_rounds = 0;

@@ -159,9 +159,14 @@ void edge(Log& l, const Task* pred, const Task* succ) {
 // Recording state is touched only between a successful enter_run and leave_run.
 bool enter_run(Log& l, const std::atomic<bool>& running) {
   if (l.active.load(std::memory_order_relaxed)) return true;
+#if WEFT_TSAN  // no fences under ThreadSanitizer (see engine/queues.hpp): seq_cst accesses, as the engine's store
+  l.active.store(true, std::memory_order_seq_cst);
+  if (!running.load(std::memory_order_seq_cst)) {
+#else
   l.active.store(true, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!running.load(std::memory_order_acquire)) {
+#endif
     l.active.store(false, std::memory_order_release);
     return false;
   }
@@ -247,9 +252,14 @@ void Recorder::begin_run(Worker& w0) {
 void Recorder::end_run(Worker& w0) {
   Log& l0 = *w0.trace;
   const Ticks end = l0.switch_to(State::idle);
+#if WEFT_TSAN
+  constexpr std::memory_order order = std::memory_order_seq_cst;  // see enter_run
+#else
   std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with enter_run's fence
+  constexpr std::memory_order order = std::memory_order_acquire;
+#endif
   for (std::size_t i = 1; i < logs_.size(); ++i)
-    while (logs_[i]->active.load(std::memory_order_acquire)) std::this_thread::yield();
+    while (logs_[i]->active.load(order)) std::this_thread::yield();
   ++runs_;
   if (tracing() && !stopped())
     if (Event* e = l0.slot())

@@ -5,6 +5,7 @@
 #include <weft/weft.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -105,6 +106,31 @@ TEST(Priority, PriorityDoesNotOverrideDependencies) {
     std::iota(expect.begin(), expect.end(), 0);
     EXPECT_EQ(log, expect) << w << " workers";
   }
+}
+
+// A thief takes its victim's tasks in the victim's own order: positive priorities, then default ones, then
+// negative ones. Worker 1 is held in a blocker task while the root (worker 0, which then runs no task: it
+// spins in its body) queues one task of each kind; released, worker 1 steals all three.
+TEST(Priority, ThiefTakesDefaultBeforeNegativePriority) {
+  weft::Runtime rt(opts(2));
+  std::vector<int> order;  // written by worker 1 only, read after the run
+  std::atomic<bool> blocked{false}, release{false};
+  std::atomic<int> done{0};
+  rt.run([&](weft::Context& cx) {
+    cx.spawn([&] {
+      blocked.store(true);
+      spin_until([&] { return release.load(); });
+    });
+    ASSERT_TRUE(spin_until([&] { return blocked.load(); })) << "worker 1 did not take the blocker";
+    for (int p : {-5, 0, 5})
+      cx.spawn([&order, &done, p] {
+        order.push_back(p);
+        done.fetch_add(1);
+      }, weft::priority(p));
+    release.store(true);
+    EXPECT_TRUE(spin_until([&] { return done.load() == 3; })) << "worker 1 did not steal the tasks";
+  });
+  EXPECT_EQ(order, (std::vector<int>{5, 0, -5}));
 }
 
 }  // namespace
