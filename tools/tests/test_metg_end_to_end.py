@@ -8,7 +8,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -166,10 +165,9 @@ class EndToEnd(unittest.TestCase):
 
     def test_timeout_kills_the_run_with_a_clear_error(self):
         out = self.out_dir("timeout")
-        start = time.monotonic()
+        # The fake sleeps for an hour: metg returns only if it killed it (no wall-clock assertion here).
         r = self.metg("--systems", "hang,weft", "--cores", "1", "--steps", "10", "--iters", "2,1", "--reps", "1",
                       "--timeout", "1", "--max-failures", "1", out=out)
-        self.assertLess(time.monotonic() - start, 30)
         self.assertEqual(r.returncode, 1)
         self.assertIn("FAILED hang on 1 core(s), -iter 2, rep 1: timed out after 1 s (killed)", r.stderr)
         self.assertIn("hang is not run again", r.stderr)
