@@ -590,8 +590,6 @@ TEST_F(ProfileConfig, EnvironmentValues) {
   EXPECT_EQ(o.profile.json_file, "/tmp/p.json");
   ::setenv("WEFT_PROFILE", "0", 1);
   EXPECT_FALSE(weft::Options::from_environment().profile.active());
-  ::setenv("WEFT_PROFILE", "", 1);
-  EXPECT_FALSE(weft::Options::from_environment().profile.active());
   ::setenv("WEFT_TRACE", "/tmp/t.json", 1);
   ::setenv("WEFT_TRACE_EDGES", "1", 1);
   ::setenv("WEFT_TRACE_BUFFER", "1000", 1);
@@ -605,7 +603,8 @@ TEST_F(ProfileConfig, EnvironmentValues) {
 }
 
 TEST_F(ProfileConfig, BadEnvironmentValuesAreRejected) {
-  for (const char* v : {"2", "yes", "json", "json:", "JSON:x", "1 "}) expect_env_error("WEFT_PROFILE", v);
+  for (const char* v : {"2", "yes", "json", "json:", "JSON:x", "1 ", ""}) expect_env_error("WEFT_PROFILE", v);
+  expect_env_error("WEFT_TRACE", "");  // empty is rejected by every variable, not read as "off"
   for (const char* v : {"2", "on", ""}) expect_env_error("WEFT_TRACE_EDGES", v);
   for (const char* v : {"0", "-1", "1e6", "lots", ""}) expect_env_error("WEFT_TRACE_BUFFER", v);
   expect_env_error("WEFT_TRACE_BUFFER", std::to_string(weft::kMaxTraceBuffer + 1).c_str());
@@ -636,6 +635,36 @@ TEST_F(ProfileConfig, RuntimeFromEnvironmentExitsOnABadValue) {
   ::setenv("WEFT_PROFILE", "0", 1);
   ::setenv("WEFT_TRACE", "/nonexistent-dir/x/trace.json", 1);
   EXPECT_EXIT({ weft::Runtime rt; }, testing::ExitedWithCode(2), "WEFT_TRACE");
+}
+
+// A file that opens but cannot be written (a full device) loses the profile or trace: one line naming the
+// variable and the file, and the process exits with status 2 at its end (or the Runtime is refused up front).
+TEST_F(ProfileConfig, UnwritableTraceMakesTheProcessExitWithStatus2) {
+  if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  EXPECT_EXIT(
+      {
+        {
+          weft::Options o;
+          o.profile.trace_file = "/dev/full";
+          weft::Runtime rt(o);
+          rt.run([](weft::Context& cx) { cx.spawn([] {}); });
+        }
+        std::exit(0);
+      },
+      testing::ExitedWithCode(2), "WEFT_TRACE.*'/dev/full' cannot be written");
+}
+
+TEST_F(ProfileConfig, UnwritableProfileIsRefused) {
+  if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  weft::Options o;
+  o.profile.json_file = "/dev/full";
+  try {
+    weft::Runtime rt(o);
+    ADD_FAILURE() << "a profile file that cannot be written was accepted";
+  } catch (const weft::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("WEFT_PROFILE"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'/dev/full' cannot be written"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(ProfileConfig, EnvironmentTurnsProfilingOn) {
