@@ -105,7 +105,7 @@ tsan() {
 asan() {
   configure_build asan || return
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    run_ctest asan
+    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" run_ctest asan
 }
 
 install_check() {

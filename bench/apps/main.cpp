@@ -16,6 +16,10 @@
 
 #include "drivers.hpp"
 
+#if WAPPS_HAVE_WEFT
+#include <weft/runtime.hpp>
+#endif
+
 #ifndef WAPPS_HAVE_WEFT
 #define WAPPS_HAVE_WEFT 0
 #endif
@@ -392,6 +396,14 @@ int run_app(const Cli& cli, Csv& csv) {
 
 int main(int argc, char** argv) {
   const Cli cli = parse(argc, argv);
+#if WAPPS_HAVE_WEFT
+  try {  // a bad WEFT_* value is bad input, refused before anything runs
+    (void)weft::Options::from_environment();
+  } catch (const weft::config_error& e) {
+    std::fprintf(stderr, "%s: %s\n", WAPPS_PROGRAM, e.what());
+    return 2;
+  }
+#endif
   Csv csv;
   if (!cli.csv.empty()) {
     csv.f = std::fopen(cli.csv.c_str(), "w");
@@ -425,6 +437,12 @@ int main(int argc, char** argv) {
       else if (app == "nbody") failures += run_app<Nbody>(cli, csv);
       else failures += run_app<Hpccg>(cli, csv);
     }
+#if WAPPS_HAVE_WEFT
+  } catch (const weft::config_error& e) {  // a profile or trace file that cannot be created
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", WAPPS_PROGRAM, e.what());
+    return 2;
+#endif
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", WAPPS_PROGRAM, e.what());
     return 1;

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <weft/runtime.hpp>
+
 #include "common.hpp"
 #include "kernels.hpp"
 #if WEFT_BENCH_HAVE_GOMP
@@ -931,6 +933,12 @@ int main(int argc, char** argv) {
   Bencher B;
   B.opt = parse_args(argc, argv);
   const Options& o = B.opt;
+  try {  // a bad WEFT_* value is bad input, refused before anything starts
+    (void)weft::Options::from_environment();
+  } catch (const weft::config_error& e) {
+    std::fprintf(stderr, "weft-bench-micro: %s\n", e.what());
+    return 2;
+  }
 
   // Availability of the systems. The LLVM OpenMP server is started first, before this process has threads.
   for (int s = 0; s < kNumSys; ++s) B.avail[s] = o.only[s];
@@ -1022,6 +1030,10 @@ int main(int argc, char** argv) {
     if (o.bench[2]) B.run_bench(Bench::independent);
     if (o.bench[3]) B.run_replay();
     if (o.bench[4]) B.run_pingpong();
+  } catch (const weft::config_error& e) {  // a profile or trace file that cannot be created
+    std::fflush(stdout);
+    std::fprintf(stderr, "weft-bench-micro: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "weft-bench-micro: FAILED: %s\n", e.what());

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,13 +37,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft-bench-memory: bad arguments (tasks > 0, workers > 0, pattern independent|chain)\n");
     return 2;
   }
-  weft::Options o = weft::Options::from_environment();
-  o.num_threads = workers;
-  weft::Runtime rt(o);
+  weft::Options o;
+  std::unique_ptr<weft::Runtime> rt;
+  try {
+    o = weft::Options::from_environment();
+    o.num_threads = workers;
+    rt = std::make_unique<weft::Runtime>(o);
+  } catch (const weft::config_error& e) {  // a bad WEFT_* value or --workers, a file that cannot be created
+    std::fprintf(stderr, "weft-bench-memory: %s\n", e.what());
+    return 2;
+  }
   std::vector<long long> per_worker(workers * 8, 0);  // one counter per worker, 64 bytes apart
   long long chain = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  rt.run([&](weft::Context& cx) {
+  rt->run([&](weft::Context& cx) {
     if (pattern == "chain") {
       for (long long i = 0; i < n; ++i) cx.spawn([&chain] { ++chain; }, weft::inout(chain));
     } else {

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   app.system_name = "weft";
 
   const weft::Options options = taskbench::weft_options(app);
-  weft::Runtime rt(options);
+  weft::Runtime rt = taskbench::make_runtime(options);
   app.display();
 
   std::size_t scratch = 0;

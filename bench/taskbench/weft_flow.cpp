@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
   check_limits(app);
 
   const weft::Options options = taskbench::weft_options(app);
-  weft::Runtime rt(options);
+  weft::Runtime rt = taskbench::make_runtime(options);
   app.display();
 
   Bench bench{&app.graphs, {}};

@@ -24,6 +24,17 @@ inline weft::Options weft_options(const App& app) {
   }
 }
 
+/// The Runtime for `options`; a profile or trace file (WEFT_PROFILE=json:FILE, WEFT_TRACE) that cannot be created
+/// exits 2 with the message, like a bad value.
+inline weft::Runtime make_runtime(const weft::Options& options) {
+  try {
+    return weft::Runtime(options);
+  } catch (const weft::config_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    std::exit(2);
+  }
+}
+
 /// Starts the runtime before the timer, as the OpenMP, oneTBB and MPI implementations start theirs: wakes the
 /// workers and faults in the task pools with as many (empty) tasks as a run can have unfinished.
 inline void start_runtime(weft::Runtime& rt) {

@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
                  plan.period, width, kMaxRecorded);
     return 2;
   }
-  weft::Runtime rt(options);
+  weft::Runtime rt = taskbench::make_runtime(options);
   app.display();
 
   std::size_t scratch = 0;

@@ -43,7 +43,7 @@ Options Options::from_environment() {
   if (const char* v = std::getenv("WEFT_BIND")) {
     if (std::strcmp(v, "cores") == 0)
       o.bind_to_cores = true;
-    else if (std::strcmp(v, "none") == 0 || v[0] == '\0')
+    else if (std::strcmp(v, "none") == 0)
       o.bind_to_cores = false;
     else
       throw config_error(std::string("weft: WEFT_BIND='") + v + "' is invalid: expected 'cores' or 'none'");
@@ -63,11 +63,15 @@ Options Options::from_environment() {
     } else if (std::strncmp(v, "json:", 5) == 0 && v[5] != '\0') {
       o.profile.enabled = true;
       o.profile.json_file = v + 5;
-    } else if (!(std::strcmp(v, "0") == 0 || v[0] == '\0')) {
+    } else if (std::strcmp(v, "0") != 0) {
       throw config_error(std::string("weft: WEFT_PROFILE='") + v + "' is invalid: expected 1, 0 or json:FILE");
     }
   }
-  if (const char* v = std::getenv("WEFT_TRACE")) o.profile.trace_file = v;  // empty: off
+  if (const char* v = std::getenv("WEFT_TRACE")) {
+    // Empty is rejected as for every other variable: a script's unset file variable must not silently mean off.
+    if (v[0] == '\0') throw config_error("weft: WEFT_TRACE='' is invalid: expected a file name");
+    o.profile.trace_file = v;
+  }
   if (const char* v = std::getenv("WEFT_TRACE_EDGES")) {
     if (std::strcmp(v, "1") == 0)
       o.profile.trace_edges = true;

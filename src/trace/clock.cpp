@@ -1,6 +1,7 @@
 #include "trace/clock.hpp"
 
 #include <chrono>
+#include <cstdint>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -28,10 +29,24 @@ std::int64_t steady_ns() {
 
 }  // namespace
 
-Clock::Clock() : tsc_(invariant_tsc()) {
-  origin_ns_ = steady_ns();
-  origin_ = now();
+// The counter read between two clock reads, so that the pair's skew is at most half their distance; a thread
+// preempted between the reads would skew it by the whole preemption, so the pair of the closest reads out of a
+// few tries is kept.
+void Clock::pair(Ticks& t, std::int64_t& ns) const {
+  std::int64_t best_gap = INT64_MAX;
+  for (int i = 0; i < 16; ++i) {
+    const std::int64_t a = steady_ns();
+    const Ticks ti = now();
+    const std::int64_t b = steady_ns();
+    if (b - a < best_gap) {
+      best_gap = b - a;
+      t = ti;
+      ns = a + (b - a) / 2;
+    }
+  }
 }
+
+Clock::Clock() : tsc_(invariant_tsc()) { pair(origin_, origin_ns_); }
 
 void Clock::calibrate() {
   if (!tsc_) {  // monotonic nanoseconds already
@@ -42,11 +57,7 @@ void Clock::calibrate() {
   std::int64_t ns;
   Ticks t;
   do {
-    // The counter read between two clock reads: the pair's skew is half their distance at most.
-    const std::int64_t a = steady_ns();
-    t = now();
-    const std::int64_t b = steady_ns();
-    ns = a + (b - a) / 2;
+    pair(t, ns);
   } while (ns - origin_ns_ < kMinSpan);
   ns_per_tick_ = static_cast<double>(ns - origin_ns_) / static_cast<double>(t - origin_);
 }

@@ -39,6 +39,9 @@ class Clock {
   bool uses_tsc() const { return tsc_; }
 
  private:
+  /// A (ticks, steady_clock nanoseconds) pair taken at one instant (see clock.cpp).
+  void pair(Ticks& t, std::int64_t& ns) const;
+
   bool tsc_;
   Ticks origin_;
   std::int64_t origin_ns_;

@@ -2,7 +2,9 @@
 #include "trace/recorder.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -14,11 +16,43 @@ namespace weft::detail::trace {
 namespace {
 constexpr std::uint32_t kIdBlock = 1024;  // ids a worker takes from the shared counter at once
 
+constexpr const char* kProfileFile = "profile file (WEFT_PROFILE=json:FILE)";
+constexpr const char* kTraceFile = "trace file (WEFT_TRACE)";
+
 std::FILE* open_for_writing(const std::string& path, const char* what) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f)
     throw config_error(std::string("weft: ") + what + " '" + path + "' cannot be created: " + std::strerror(errno));
   return f;
+}
+
+// A profile or trace that could not be written is lost output, so the process must not end with status 0:
+// it exits with status 2 at its end, once the rest of the program has run. The handler is registered while
+// this file's statics are initialised, before main(), so that it runs after the destructors of the statics
+// that hold Runtimes; a file that fails after it ran (a Runtime older than it) ends the process there.
+std::atomic<bool> output_lost{false}, exit_handler_ran{false};
+
+void exit_2_if_output_lost() {
+  exit_handler_ran = true;
+  if (output_lost) {
+    std::fflush(nullptr);
+    std::_Exit(2);
+  }
+}
+
+[[maybe_unused]] const int exit_handler_registered = std::atexit(exit_2_if_output_lost);
+
+void output_failed(const char* what, const std::string& path, const std::string& why) {
+  std::fprintf(stderr, "weft: %s '%s' cannot be written: %s\n", what, path.c_str(), why.c_str());
+  output_lost = true;
+  if (exit_handler_ran) exit_2_if_output_lost();
+}
+
+// Flushes f: 0, or the errno of the failure.
+int flush_error(std::FILE* f) {
+  errno = 0;
+  if (std::fflush(f) == 0 && !std::ferror(f)) return 0;
+  return errno ? errno : EIO;
 }
 }  // namespace
 
@@ -200,16 +234,20 @@ Recorder::Recorder(Engine& e, const ProfileOptions& o, unsigned workers)
   origin_ = clock_.now();
   if (!o.json_file.empty()) {
     json_path_ = o.json_file;
-    json_file_ = open_for_writing(json_path_, "profile file (WEFT_PROFILE=json:FILE)");
+    json_file_ = open_for_writing(json_path_, kProfileFile);
     std::fputs("{\"weft_profile\": 1, \"runs\": [\n", json_file_);
     json_tail_ = std::ftell(json_file_);
     std::fputs("]}\n", json_file_);
-    std::fflush(json_file_);
+    if (const int err = flush_error(json_file_)) {  // e.g. /dev/full: better refused now than lost at the end
+      std::fclose(json_file_);
+      throw config_error(std::string("weft: ") + kProfileFile + " '" + json_path_ + "' cannot be written: " +
+                         std::strerror(err));
+    }
   }
   if (!o.trace_file.empty()) {
     trace_path_ = o.trace_file;
     try {
-      trace_file_ = open_for_writing(trace_path_, "trace file (WEFT_TRACE)");
+      trace_file_ = open_for_writing(trace_path_, kTraceFile);
     } catch (...) {
       if (json_file_) std::fclose(json_file_);
       throw;
@@ -222,8 +260,8 @@ Recorder::Recorder(Engine& e, const ProfileOptions& o, unsigned workers)
 }
 
 Recorder::~Recorder() {
-  if (json_file_) std::fclose(json_file_);
-  if (trace_file_) std::fclose(trace_file_);
+  if (json_file_ && std::fclose(json_file_) != 0) output_failed(kProfileFile, json_path_, std::strerror(errno));
+  if (trace_file_) std::fclose(trace_file_);  // only if finish() was not called: nothing written
 }
 
 void Recorder::buffer_full(const Log& l) {
@@ -354,9 +392,8 @@ void Recorder::append_json(const Profile& p) {
   std::fputc('\n', json_file_);
   json_tail_ = std::ftell(json_file_);
   std::fputs("]}\n", json_file_);
-  std::fflush(json_file_);
-  if (std::ferror(json_file_)) {
-    std::fprintf(stderr, "weft: writing the profile to '%s' failed: %s\n", json_path_.c_str(), std::strerror(errno));
+  if (const int err = flush_error(json_file_)) {
+    output_failed(kProfileFile, json_path_, std::strerror(err));
     std::fclose(json_file_);
     json_file_ = nullptr;
   }
@@ -365,13 +402,15 @@ void Recorder::append_json(const Profile& p) {
 void Recorder::finish() {
   if (!trace_file_) return;
   clock_.calibrate();
+  std::string why;
   try {
     write_trace();
   } catch (const std::exception& e) {  // called from a destructor: report, never throw
-    std::fprintf(stderr, "weft: writing the trace '%s' failed: %s\n", trace_path_.c_str(), e.what());
+    why = e.what();
   }
-  std::fclose(trace_file_);
+  if (std::fclose(trace_file_) != 0 && why.empty()) why = std::strerror(errno);
   trace_file_ = nullptr;
+  if (!why.empty()) output_failed(kTraceFile, trace_path_, why);
 }
 
 }  // namespace weft::detail::trace

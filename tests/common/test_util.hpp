@@ -45,8 +45,11 @@ inline std::size_t scaled(std::size_t n, std::size_t at_least = 1) {
   return r < at_least ? at_least : r;
 }
 
-/// Generous bound for anything that "must happen soon" (a rendezvous, a flag set by another worker).
-inline constexpr std::chrono::seconds kLongWait{20};
+/// Bound for anything that must happen (a rendezvous, a flag set by another worker): a hang detector, not a
+/// timing check, so far above any scheduling delay of a loaded machine, and below the per-test watchdog and
+/// ctest timeouts (tests/common/main.cpp, tests/CMakeLists.txt) so that the test's own message says which
+/// wait hung.
+inline constexpr std::chrono::seconds kLongWait{kSanitized ? 120 : 60};
 
 /// Spins (yielding) until pred() holds or `timeout` elapses; returns the last value of pred().
 template <class Pred>

@@ -5,6 +5,7 @@ exit status 2 and a one-line message (no traceback).
 """
 import json
 import os
+import shlex
 import struct
 import subprocess
 import sys
@@ -16,8 +17,22 @@ TOOL = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "too
 SAMPLE = os.path.join(HERE, "sample_trace.json")
 
 
-def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, timeout=120)
+def run(*args, env=None):
+    # The tool itself, not `python3 TOOL`: its launcher picks the interpreter.
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def broken_python3_dirs(root):
+    """Directories holding a `python3` to put first on PATH: one that fails, one without site packages."""
+    dirs = []
+    for name, body in (("failing", "exit 1"), ("bare", f'exec {shlex.quote(sys.executable)} -S "$@"')):
+        d = os.path.join(root, name)
+        os.mkdir(d)
+        with open(os.path.join(d, "python3"), "w") as f:
+            f.write(f"#!/bin/sh\n{body}\n")
+        os.chmod(os.path.join(d, "python3"), 0o755)
+        dirs.append(d)
+    return dirs
 
 
 def png_size(path):
@@ -62,6 +77,15 @@ class Gantt(unittest.TestCase):
         r = run(trace)
         self.assertEqual(r.returncode, 0, r.stderr)
         png_size(self.path("t.png"))
+
+    def test_runs_whatever_python3_comes_first_on_path(self):
+        for d in broken_python3_dirs(self.dir.name):
+            env = dict(os.environ, PATH=d + os.pathsep + os.environ.get("PATH", ""))
+            env.pop("WEFT_PYTHON", None)
+            out = self.path("chart.png")
+            r = run(SAMPLE, "-o", out, env=env)
+            self.assertEqual(r.returncode, 0, f"python3 first on PATH: {d}\n{r.stderr}")
+            png_size(out)
 
     def expect_rejected(self, content, message):
         bad = self.path("bad.json")

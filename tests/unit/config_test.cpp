@@ -120,6 +120,11 @@ TEST_F(Config, BadMaxTasks) {
 TEST_F(Config, BadBind) {
   expect_env_error("WEFT_BIND", "banana");
   expect_env_error("WEFT_BIND", "2");
+  expect_env_error("WEFT_BIND", "");  // as every other variable: empty is not a value
+}
+
+TEST_F(Config, EmptyValuesAreRejected) {
+  for (const char* v : kVars) expect_env_error(v, "");
 }
 
 TEST_F(Config, BadImmediateSuccessor) {

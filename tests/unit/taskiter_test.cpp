@@ -150,7 +150,9 @@ TEST(TaskiterConcurrent, IterationsOverlapWithoutBarrier) {
       }, weft::inout(a));
       it.spawn([&](weft::Context& tc) {
         if (weft::taskiter_iteration(tc) == 0)
-          overlapped = spin_until([&] { return a1_ran.load(); }, std::chrono::milliseconds(barrier ? 100 : 20000));
+          // With the barrier, a1 cannot run: the short wait only ends the test sooner (a false negative at worst).
+          overlapped = spin_until([&] { return a1_ran.load(); },
+                                  barrier ? std::chrono::nanoseconds(std::chrono::milliseconds(100)) : kLongWait);
       }, weft::inout(b));
     };
     rt.run([&](weft::Context& cx) {

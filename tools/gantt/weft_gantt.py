@@ -149,8 +149,15 @@ def render(spans, names, out, color_by, title, width, dpi):
     plt.close(fig)
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Bad input is answered with one line (not the usage block) and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = OneLineErrors(
         prog="weft-gantt", description="Draw a weft trace (WEFT_TRACE=FILE.json) as a Gantt chart (PNG).")
     p.add_argument("trace", help="trace file written by weft (WEFT_TRACE=FILE.json)")
     p.add_argument("-o", "--output", help="output image (default: the trace's name with .png)")

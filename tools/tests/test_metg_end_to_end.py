@@ -8,7 +8,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,7 +58,7 @@ class EndToEnd(unittest.TestCase):
 
     def metg(self, *args, out=None, timeout=120):
         mpirun = shlex.join([sys.executable, "-S", FAKE_MPIRUN])
-        argv = [sys.executable, METG, "--bin", self.bin, "--mpirun", mpirun, *args]
+        argv = [METG, "--bin", self.bin, "--mpirun", mpirun, *args]
         if out is not None:
             argv += ["--out", out]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -166,10 +165,9 @@ class EndToEnd(unittest.TestCase):
 
     def test_timeout_kills_the_run_with_a_clear_error(self):
         out = self.out_dir("timeout")
-        start = time.monotonic()
+        # The fake sleeps for an hour: metg returns only if it killed it (no wall-clock assertion here).
         r = self.metg("--systems", "hang,weft", "--cores", "1", "--steps", "10", "--iters", "2,1", "--reps", "1",
                       "--timeout", "1", "--max-failures", "1", out=out)
-        self.assertLess(time.monotonic() - start, 30)
         self.assertEqual(r.returncode, 1)
         self.assertIn("FAILED hang on 1 core(s), -iter 2, rep 1: timed out after 1 s (killed)", r.stderr)
         self.assertIn("hang is not run again", r.stderr)
@@ -228,10 +226,20 @@ class EndToEnd(unittest.TestCase):
         r = self.metg("--systems", "nosuch")
         self.assertEqual(r.returncode, 2)
         self.assertIn("none of the requested systems is built", r.stderr)
-        r = subprocess.run([sys.executable, METG, "--bin", os.path.join(self.tmp.name, "none")],
+        r = subprocess.run([METG, "--bin", os.path.join(self.tmp.name, "none")],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("is not a directory", r.stderr)
+
+    def test_unusable_out_exits_2_with_one_line(self):
+        a_file = os.path.join(self.tmp.name, "a-file")
+        open(a_file, "w").close()
+        for out in (a_file, os.path.join(a_file, "below-a-file")):
+            r = self.metg("--systems", "weft", "--cores", "1", "--steps", "4", "--iters", "2,1", "--reps", "1",
+                          out=out)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--out", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
 
     def test_runs_without_counted_work_give_no_efficiency(self):
         out = self.out_dir("nowork")
@@ -252,8 +260,22 @@ class EndToEnd(unittest.TestCase):
         self.assertTrue(r.stdout.startswith("# "))
         self.assertIn("3 repetition(s)", r.stdout.splitlines()[0])
 
+    def test_runs_whatever_python3_comes_first_on_path(self):
+        # The launcher finds an interpreter with numpy and matplotlib past a python3 that fails or lacks them.
+        for name, body in (("failing", "exit 1"), ("bare", f'exec {shlex.quote(sys.executable)} -S "$@"')):
+            d = os.path.join(self.tmp.name, "python3-" + name)
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "python3"), "w") as f:
+                f.write(f"#!/bin/sh\n{body}\n")
+            os.chmod(os.path.join(d, "python3"), 0o755)
+            env = dict(os.environ, PATH=d + os.pathsep + os.environ.get("PATH", ""))
+            env.pop("WEFT_PYTHON", None)
+            r = subprocess.run([METG, "--help"], capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(r.returncode, 0, f"{name} python3 first on PATH: {r.stderr}")
+            self.assertIn("usage: metg", r.stdout)
+
     def test_help_documents_the_quick_preset(self):
-        r = subprocess.run([sys.executable, METG, "--help"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([METG, "--help"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0)
         text = " ".join(r.stdout.split())
         self.assertIn("--quick", text)

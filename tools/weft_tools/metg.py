@@ -310,6 +310,13 @@ def sweep_iterations(max_iter: int, factor: int, min_iter: int = 1) -> list[int]
     return values
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Bad input is answered with one line (not the usage block) and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     def int_at_least(low):
         def parse(text):
@@ -331,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
             raise argparse.ArgumentTypeError(f"{text} is not a positive number")
         return v
 
-    p = argparse.ArgumentParser(
+    p = OneLineErrors(
         prog="metg",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Sweeps Task Bench kernel iterations for several systems and core counts, computes the peak\n"
@@ -497,6 +504,8 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
 
     if args.out:
         out_dir = os.path.abspath(args.out)
+        if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+            raise UsageError(f"--out {args.out} exists and is not a directory")
     else:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         out_dir = os.path.join(REPO_ROOT, "results", f"metg-{stamp}")
@@ -818,13 +827,18 @@ def main(argv: list[str] | None = None) -> int:
     if load_before is not None and load_before > 0.5 * (os.cpu_count() or 1):
         print(f"metg: warning: load average {load_before:.2f} on {os.cpu_count()} cores: other programs are "
               f"running, so timings will be noisy (slow outliers; see --crossing)", file=sys.stderr)
-    os.makedirs(config.out_dir, exist_ok=True)
+    log_path = os.path.join(config.out_dir, "failures.log")
+    try:
+        os.makedirs(config.out_dir, exist_ok=True)
+        log = open(log_path, "w")
+    except OSError as e:
+        print(f"metg: --out {config.out_dir}: cannot write there: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"metg: {len(plan)} runs ({', '.join(config.systems)}; cores {','.join(map(str, config.cores))}; "
           f"-iter {config.iterations[0]}..{config.iterations[-1]}; {config.reps} rep(s)) -> {config.out_dir}",
           file=sys.stderr)
     progress = Progress(len(plan))
-    log_path = os.path.join(config.out_dir, "failures.log")
-    with open(log_path, "w") as log:
+    with log:
         try:
             runs = execute(config, progress, log)
         except KeyboardInterrupt:
@@ -839,7 +853,12 @@ def main(argv: list[str] | None = None) -> int:
     no_work = any(r.ok for r in runs) and all(res.peak <= 0 for res in results.values())
     notes.append(f"load average (1 min) before the runs: {load_before}, after: {_load_average()}; "
                  f"{os.cpu_count()} cores")
-    files = write_outputs(config, runs, results, notes)
+    try:
+        files = write_outputs(config, runs, results, notes)
+    except OSError as e:  # e.g. a full disk: the results are lost, say so in one line
+        print(f"metg: cannot write the results in {config.out_dir}: {e.filename or ''}: {e.strerror or e}",
+              file=sys.stderr)
+        return 1
     sys.stdout.write(summary_table(config, results))
     failed = sum(1 for r in runs if not r.ok)
     print(f"\nmetg: wrote {', '.join(os.path.basename(f) for f in files)} in {config.out_dir}", file=sys.stderr)

@@ -5,10 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "core/core.hpp"
 #include "core/internal.hpp"
@@ -95,6 +98,15 @@ const char* kHelp =
   std::exit(2);
 }
 
+// The large buffers are sized by the flags (outputs: -width x -output per generation; scratch: -scratch per
+// worker), so an allocation they make impossible is bad input: one line and status 2, not an uncaught bad_alloc.
+[[noreturn]] void out_of_memory() {
+  std::fflush(stdout);
+  std::fputs("error: out of memory: the graphs' buffers (-width, -output, -scratch per worker) do not fit; "
+             "use smaller values (see -h)\n", stderr);
+  std::_Exit(2);
+}
+
 long parse_long(const char* flag, const char* text, long min, long max) {
   errno = 0;
   char* end = nullptr;
@@ -166,6 +178,7 @@ const char* name_of(KernelType type) {
 }
 
 App::App(int argc, char** argv) {
+  std::set_new_handler(out_of_memory);
   const unsigned hw = std::thread::hardware_concurrency();
   workers = hw == 0 ? 1 : static_cast<int>(hw);
   bool dump = false;
@@ -243,6 +256,11 @@ App::App(int argc, char** argv) {
     } catch (const std::invalid_argument& e) {
       usage_error(graphs.size() > 1 ? "graph " + std::to_string(k) + ": " + e.what() : std::string(e.what()));
     }
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const unsigned long long memory = pages > 0 && page > 0 ? static_cast<unsigned long long>(pages) * page : 0;
+    if (memory && g.scratch_bytes > memory)
+      usage_error("-scratch " + std::to_string(g.scratch_bytes) + " is more than this machine's memory (" +
+                  std::to_string(memory) + " bytes)");
     if (!skip_graph_validation) {
       if (static_cast<long double>(g.timesteps) * static_cast<long double>(g.max_width) >
           static_cast<long double>(kMaxMarkedTasks))
