@@ -6,7 +6,8 @@
 // Also: bodies whose copy/move constructor throws, spawned many times, must not leak.
 //
 // Its own executable: it replaces the global operator new/delete (every variant), counting allocations while
-// armed and throwing at the N-th (nothrow variants return null).
+// armed and throwing at the N-th (nothrow variants return null). Each failing allocation is tried in a child
+// process, so that one that crashes or hangs the runtime is reported with its number and the others still run.
 #include <gtest/gtest.h>
 #include <weft/flow.hpp>
 #include <weft/weft.hpp>
@@ -21,6 +22,13 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #include "../common/test_util.hpp"
 
@@ -172,13 +180,55 @@ Outcome run_failing_at(weft::Runtime& rt, long n, std::string& what) {
   return o;
 }
 
-struct Trial {
-  explicit Trial(unsigned workers) : rt(opts(workers)) {}
-  weft::Runtime rt;
-  Outcome o = Outcome::returned;
-  std::string what, usable;
-  std::atomic<bool> done{false};
-};
+// One trial in a child process (fork): a crash, a hang (the child is killed after `patience`) or state the
+// failure leaves behind cannot spoil the trials that follow. The child's exit code: the Outcome, + kUnusable if
+// the second run failed, + kLeaked if LeakSanitizer finds a leak (asan build).
+constexpr int kUnusable = 8, kLeaked = 16;
+enum class Verdict { exited, crashed, hung };
+
+Verdict run_trial(unsigned workers, long n, std::chrono::seconds patience, int& code, int& signal) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int c = 0;
+    {
+      weft::Runtime rt(opts(workers));
+      std::string what;
+      const Outcome o = run_failing_at(rt, n, what);
+      if (o == Outcome::program_error || o == Outcome::other)
+        std::fprintf(stderr, "allocation %ld: %s\n", n, what.c_str());
+      c = static_cast<int>(o);
+      const std::string usable = still_usable(rt);
+      if (!usable.empty()) {
+        std::fprintf(stderr, "allocation %ld: second run: %s\n", n, usable.c_str());
+        c |= kUnusable;
+      }
+    }
+#if defined(__SANITIZE_ADDRESS__)
+    if (__lsan_do_recoverable_leak_check()) c |= kLeaked;
+#endif
+    std::fflush(stderr);
+    _exit(c);
+  }
+  if (pid < 0) return Verdict::crashed;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return Verdict::hung;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (WIFSIGNALED(status)) {
+    signal = WTERMSIG(status);
+    return Verdict::crashed;
+  }
+  code = WEXITSTATUS(status);
+  return Verdict::exited;
+}
 
 class AllocFailure : public testing::TestWithParam<unsigned> {};
 
@@ -192,52 +242,59 @@ TEST_P(AllocFailure, EveryAllocationOfASmallProgram) {
   }
   ASSERT_GT(total, 10);
   // With 2 workers the count varies from run to run (stealing, pools): go a little beyond.
-  long last = total + total / 4;
-  int returned = 0, bad_alloc = 0, program_errors = 0;
-  int unusable = 0, hangs = 0;
-  long from = 1;
-  if (const char* e = std::getenv("WEFT_ALLOC_FAIL_AT")) from = last = std::max(1L, std::atol(e));
-  // A run takes milliseconds; a hang costs `patience`, and the loop gives up after max_hangs of them
+  long from = 1, last = total + total / 4;
+  if (const char* e = std::getenv("WEFT_ALLOC_FAIL_AT")) {  // N, or a range N-M
+    char* end = nullptr;
+    from = last = std::max(1L, std::strtol(e, &end, 10));
+    if (*end == '-') last = std::max(from, std::strtol(end + 1, nullptr, 10));
+  }
+  // A trial takes milliseconds; a hang costs `patience`, and the loop gives up after max_hangs of them
   // (WEFT_ALLOC_MAX_HANGS) to bound the test's time.
-  const auto patience = std::chrono::seconds(kSanitized ? 20 : 4);
-  int max_hangs = 5;
+  const auto patience = std::chrono::seconds(kSanitized ? 10 : 2);
+  int max_hangs = 8;
   if (const char* e = std::getenv("WEFT_ALLOC_MAX_HANGS")) max_hangs = std::max(1, std::atoi(e));
-  for (long n = from; n <= last; ++n) {
-    // A thread of its own: the runtime's per-thread state (the calling thread is worker 0) left behind by one
-    // failure must not spoil the runs that follow; and a run that hangs is reported and abandoned (with its
-    // runtime) so that the other allocations are still tried.
-    auto* trial = new Trial(GetParam());
-    std::thread([trial, n] {
-      trial->o = run_failing_at(trial->rt, n, trial->what);
-      trial->usable = still_usable(trial->rt);
-      trial->done.store(true);
-    }).detach();
-    if (!spin_until([&] { return trial->done.load(); }, patience)) {
-      g_armed.store(false);
-      ADD_FAILURE() << "allocation " << n << " failing: the run does not return (hang); reproduce with "
-                    << "WEFT_ALLOC_FAIL_AT=" << n << " --gtest_filter=" << testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() << "." << testing::UnitTest::GetInstance()->current_test_info()->name();
-      if (++hangs == max_hangs) break;
-      continue;  // the trial is leaked: its threads may still be stuck in it
+  const std::string again = std::string(" (reproduce: WEFT_ALLOC_FAIL_AT=N ./weft_alloc_failure_test --gtest_filter=") +
+                            testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "." +
+                            testing::UnitTest::GetInstance()->current_test_info()->name() + ")";
+  int returned = 0, bad_alloc = 0, wrong = 0, unusable = 0, leaked = 0, hangs = 0, crashes = 0;
+  std::string hung_at, crashed_at;
+  long n = from;
+  for (; n <= last && hangs < max_hangs; ++n) {
+    int code = 0, sig = 0;
+    switch (run_trial(GetParam(), n, patience, code, sig)) {
+      case Verdict::hung:
+        ++hangs;
+        hung_at += " " + std::to_string(n);
+        continue;
+      case Verdict::crashed:
+        ++crashes;
+        crashed_at += " " + std::to_string(n) + "(signal " + std::to_string(sig) + ")";
+        continue;
+      case Verdict::exited: break;
     }
-    const Outcome o = trial->o;
-    const std::string what = trial->what, usable = trial->usable;
-    delete trial;
+    const auto o = static_cast<Outcome>(code & 7);
     returned += o == Outcome::returned;
     bad_alloc += o == Outcome::bad_alloc;
-    if (o == Outcome::program_error) {
-      ++program_errors;
-      ADD_FAILURE() << "allocation " << n << " failing made a task see wrong data: " << what;
+    if (o == Outcome::program_error || o == Outcome::other) {
+      ++wrong;
+      ADD_FAILURE() << "allocation " << n << " failing: wrong data or an unexpected exception (see above)" << again;
     }
-    EXPECT_NE(o, Outcome::other) << "allocation " << n << ": unexpected exception " << what;
-    if (!usable.empty()) {
+    if (code & kUnusable) {
       ++unusable;
-      ADD_FAILURE() << "the runtime is not usable after allocation " << n << " failed: " << usable;
+      ADD_FAILURE() << "allocation " << n << " failing: the runtime is not usable afterwards (see above)" << again;
+    }
+    if (code & kLeaked) {
+      ++leaked;
+      ADD_FAILURE() << "allocation " << n << " failing: memory leaked (see LeakSanitizer's report above)" << again;
     }
   }
-  std::printf("[alloc failure] %u workers: %ld allocations, %ld runs: %d returned, %d threw bad_alloc, %d wrong "
-              "data, %d left the runtime unusable, %d hung\n",
-              GetParam(), total, last, returned, bad_alloc, program_errors, unusable, hangs);
-  if (from == 1) {
+  EXPECT_EQ(hangs, 0) << "runs that never return when these allocations fail:" << hung_at << again
+                      << (hangs == max_hangs ? "; stopped after " + std::to_string(max_hangs) + " hangs" : "");
+  EXPECT_EQ(crashes, 0) << "runs that crash when these allocations fail:" << crashed_at << again;
+  std::printf("[alloc failure] %u workers: %ld allocations, allocations %ld-%ld failed in turn: %d returned, %d threw "
+              "bad_alloc, %d wrong, %d unusable after, %d leaked, %d hung, %d crashed\n",
+              GetParam(), total, from, n - 1, returned, bad_alloc, wrong, unusable, leaked, hangs, crashes);
+  if (from == 1 && hangs == 0) {
     EXPECT_GT(bad_alloc, 0);  // the injection works
   }
 }
