@@ -183,9 +183,10 @@ Outcome run_failing_at(weft::Runtime& rt, long n, std::string& what) {
 }
 
 // One trial in a child process (fork): a crash, a hang (the child is killed after `patience`) or state the
-// failure leaves behind cannot spoil the trials that follow. The child's exit code: the Outcome, + kUnusable if
-// the second run failed, + kLeaked if LeakSanitizer finds a leak (asan build).
-constexpr int kUnusable = 8, kLeaked = 16;
+// failure leaves behind cannot spoil the trials that follow. The child's exit code: kTrial + the Outcome,
+// + kUnusable if the second run failed, + kLeaked if LeakSanitizer finds a leak (asan build); an exit code
+// without kTrial is a sanitizer's error report (they exit with 1).
+constexpr int kUnusable = 8, kLeaked = 16, kTrial = 64;
 enum class Verdict { exited, crashed, hung };
 
 Verdict run_trial(unsigned workers, long n, std::chrono::seconds patience, int& code, int& signal) {
@@ -193,14 +194,14 @@ Verdict run_trial(unsigned workers, long n, std::chrono::seconds patience, int& 
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid == 0) {
-    int c = 0;
+    int c = kTrial;
     {
       weft::Runtime rt(opts(workers));
       std::string what;
       const Outcome o = run_failing_at(rt, n, what);
       if (o == Outcome::program_error || o == Outcome::other)
         std::fprintf(stderr, "allocation %ld: %s\n", n, what.c_str());
-      c = static_cast<int>(o);
+      c |= static_cast<int>(o);
       const std::string usable = still_usable(rt);
       if (!usable.empty()) {
         std::fprintf(stderr, "allocation %ld: second run: %s\n", n, usable.c_str());
@@ -261,7 +262,7 @@ TEST_P(AllocFailure, EveryAllocationOfASmallProgram) {
   const std::string again = std::string(" (reproduce: WEFT_ALLOC_FAIL_AT=N ./weft_alloc_failure_test --gtest_filter=") +
                             testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "." +
                             testing::UnitTest::GetInstance()->current_test_info()->name() + ")";
-  int returned = 0, bad_alloc = 0, wrong = 0, unusable = 0, leaked = 0, hangs = 0, crashes = 0;
+  int returned = 0, bad_alloc = 0, wrong = 0, unusable = 0, leaked = 0, hangs = 0, crashes = 0, reports = 0;
   std::string hung_at, crashed_at;
   long n = from;
   for (; n <= last && hangs < max_hangs; ++n) {
@@ -276,6 +277,12 @@ TEST_P(AllocFailure, EveryAllocationOfASmallProgram) {
         crashed_at += " " + std::to_string(n) + "(signal " + std::to_string(sig) + ")";
         continue;
       case Verdict::exited: break;
+    }
+    if (!(code & kTrial)) {
+      ++reports;
+      ADD_FAILURE() << "allocation " << n << " failing: the trial exited with " << code
+                    << " (a sanitizer's report above?)" << again;
+      continue;
     }
     const auto o = static_cast<Outcome>(code & 7);
     returned += o == Outcome::returned;
@@ -297,8 +304,8 @@ TEST_P(AllocFailure, EveryAllocationOfASmallProgram) {
                       << (hangs == max_hangs ? "; stopped after " + std::to_string(max_hangs) + " hangs" : "");
   EXPECT_EQ(crashes, 0) << "runs that crash when these allocations fail:" << crashed_at << again;
   std::printf("[alloc failure] %u workers: %ld allocations, allocations %ld-%ld failed in turn: %d returned, %d threw "
-              "bad_alloc, %d wrong, %d unusable after, %d leaked, %d hung, %d crashed\n",
-              GetParam(), total, from, n - 1, returned, bad_alloc, wrong, unusable, leaked, hangs, crashes);
+              "bad_alloc, %d wrong, %d unusable after, %d leaked, %d hung, %d crashed, %d sanitizer reports\n",
+              GetParam(), total, from, n - 1, returned, bad_alloc, wrong, unusable, leaked, hangs, crashes, reports);
   if (from == 1 && hangs == 0) {
     EXPECT_GT(bad_alloc, 0);  // the injection works
   }
