@@ -95,9 +95,10 @@ struct ProgramError : std::runtime_error {
 // The program under test. Its tasks check their inputs; a wrong value throws ProgramError (which the test
 // reports: an allocation failure must not make a task run with wrong data).
 void program(weft::Runtime& rt) {
-  rt.run([](weft::Context& cx) {
-    int a = 0, b = 0, c = 0;
-    std::atomic<int> set{0}, comm{0};
+  // Outside the root's body: when a spawn throws, the body unwinds while its children still run.
+  int a = 0, b = 0, c = 0;
+  std::atomic<int> set{0}, comm{0};
+  rt.run([&](weft::Context& cx) {
     cx.spawn([&] { a = 1; }, weft::out(a));
     cx.spawn([&] { if (a != 1) throw ProgramError("in(a)"); }, weft::in(a));
     cx.spawn([&] { b = a + 1; }, weft::in(a), weft::out(b));
