@@ -20,9 +20,17 @@
 //     rewrite every variable they may write) and taskwait_on(v) (then they re-read v if they may read it);
 //   * accesses are sometimes declared as several clauses that merge (in+out, a duplicate) or as a region
 //     starting at the variable; tasks get random priorities and labels.
+//   * exception programs (kinds exc, exc_wide, long_exc): some bodies throw (before a chosen step, after their
+//     writes); some tasks catch what their taskwait/taskwait_on rethrows, in the others it escapes the body. The
+//     reference interpreter models the failure semantics (see "Reference interpreter" below), and rejects the
+//     few choices of throwers whose outcome the documentation leaves to timing;
+//   * long programs (kinds long, long_exc): 1500-4000 children of the root over 40-320 variables, so that records,
+//     descriptors and the domain's hash table grow and recycle.
 // Each program runs on 4 runtimes: 1 worker; 2 workers; 3 workers with max_tasks = 4 (throttling);
-// 4 workers without immediate successor. Each run compares every task's recorded reads, the final variable values, that each task ran once,
-// commutative exclusion and the task counters of Stats.
+// 4 workers without immediate successor. Each run compares which bodies ran (and how often), every task's
+// recorded reads (a caught exception is logged), the exception each wait rethrew and the one out of
+// Runtime::run (one of the possible ones when several were pending), the final variable values, commutative
+// exclusion and the task counters of Stats (created, executed, cancelled, exceptions dropped).
 //
 // Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_DIFF_SEED=<seed> WEFT_DIFF_KIND=<kind>
 // reruns one program verbosely (test Differential.Single); WEFT_DIFF_PROGRAMS overrides the count;
@@ -56,8 +64,8 @@ using u32 = std::uint32_t;
 using u64 = std::uint64_t;
 using weft::AccessMode;
 
-constexpr int kMaxVars = 6;
-constexpr std::size_t kMaxAcc = 2 * kMaxVars;
+constexpr int kMaxVars = 320;      // long programs; the others use 4..6 variables
+constexpr std::size_t kMaxAcc = 12;  // clauses of one spawn (at most 6 variables, some declared twice)
 
 bool is_weak(AccessMode m) {
   return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout;
@@ -90,6 +98,8 @@ struct Task {
   int spin_us = 0;
   bool weak = false;
   bool labelled = false;
+  int throw_at = -1;     // the body throws TestError just before step throw_at (steps.size(): at its end)
+  bool catches = false;  // catches what its taskwait/taskwait_on rethrows (else it escapes the body)
   AccessMode mode_of(int v, bool& has) const {
     for (const Acc& a : acc)
       if (a.var == v) {
@@ -105,12 +115,13 @@ struct Program {
   u64 seed = 0;
   std::string kind;
   int nvars = 0;
-  u32 init[kMaxVars] = {};
+  std::vector<u32> init;
   std::vector<Task> tasks;  // tasks[0] is the root (run's function)
 };
 
 struct GenParams {
   bool allow_weak = true;
+  int min_root_children = 1;
   int max_root_children = 10;
   int max_children[4] = {0, 4, 3, 0};  // by depth (root handled separately)
   int weak_max_children = 3;
@@ -118,6 +129,10 @@ struct GenParams {
   double p_taskwait = 0.15;
   double p_taskwait_on = 0.12;
   double p_repeat_previous = 0.25;
+  int pick_vars = 0;       // > 0: a child of the root accesses 1..pick_vars random variables (long programs)
+  int nvars_min = 4, nvars_max = 6;
+  double p_throw = 0;      // a task's body throws (exception programs)
+  double p_catch = 0.5;    // a (non-weak) task catches the exceptions its waits rethrow
 };
 
 GenParams params_for(const std::string& kind) {
@@ -128,6 +143,32 @@ GenParams params_for(const std::string& kind) {
     g.max_children[1] = 6;
     g.max_children[2] = 4;
     g.p_has_children = 0.35;
+  }
+  if (kind == "exc" || kind == "exc_wide") g.p_throw = 0.12;
+  if (kind == "exc_wide") {
+    g.max_root_children = 24;
+    g.max_children[1] = 6;
+    g.p_has_children = 0.4;
+  }
+  if (kind == "long" || kind == "long_exc") {
+    // Thousands of tasks over up to a few hundred variables: records, descriptors and the domain's hash table
+    // grow and are recycled. long_exc: a few tasks throw, and no task is weak (almost every failure would reach
+    // a weak task further down the program, an outcome left to timing: see make_program).
+    g.min_root_children = 1500;
+    g.max_root_children = 4000;
+    g.max_children[1] = 3;
+    g.max_children[2] = 2;
+    g.p_has_children = 0.08;
+    g.p_taskwait = 0.002;
+    g.p_taskwait_on = 0;  // at the root it would rarely wait for all failed children: ambiguous (see make_program)
+    g.p_repeat_previous = 0.1;
+    g.pick_vars = 3;
+    g.nvars_min = 40;
+    g.nvars_max = kMaxVars;
+    if (kind == "long_exc") {
+      g.allow_weak = false;
+      g.p_throw = 0.003;
+    }
   }
   return g;
 }
@@ -140,11 +181,23 @@ class Gen {
     Program p;
     p.seed = seed;
     p.kind = kind;
-    p.nvars = 4 + static_cast<int>(below(kMaxVars - 3));  // 4..6
+    p.nvars = gp_.nvars_min + static_cast<int>(below(gp_.nvars_max - gp_.nvars_min + 1));
+    p.init.resize(p.nvars);
     for (int v = 0; v < p.nvars; ++v) p.init[v] = static_cast<u32>(rng_());
     p.tasks.emplace_back();  // root
     children(p, 0);
+    if (gp_.p_throw > 0) assign_throws(p);
     return p;
+  }
+
+  // Chooses which bodies throw and which tasks catch; called again to draw another choice when the first one
+  // makes an outcome timing-dependent (see make_program).
+  void assign_throws(Program& p) {
+    for (std::size_t i = 0; i < p.tasks.size(); ++i) {
+      Task& t = p.tasks[i];
+      t.throw_at = chance(i == 0 ? gp_.p_throw / 2 : gp_.p_throw) ? static_cast<int>(below(t.steps.size() + 1)) : -1;
+      t.catches = !t.weak && chance(gp_.p_catch);
+    }
   }
 
  private:
@@ -190,6 +243,14 @@ class Gen {
       c.acc = previous->acc;  // same accesses as the previous sibling: makes reader groups and sets
       for (Acc& a : c.acc)
         if (is_weak(a.mode) && !weak_ok) a.mode = a.mode == AccessMode::weak_in ? AccessMode::in : AccessMode::inout;
+    } else if (gp_.pick_vars > 0 && parent == 0) {
+      // Many variables: a few random ones, not a coin per variable.
+      int k = 1 + static_cast<int>(below(gp_.pick_vars));
+      for (int j = 0; j < k; ++j) {
+        int v = static_cast<int>(below(p.nvars));
+        bool dup = std::any_of(c.acc.begin(), c.acc.end(), [v](const Acc& a) { return a.var == v; });
+        if (!dup) c.acc.push_back({v, pick_mode(Perm::full, weak_ok)});
+      }
     } else {
       for (int v = 0; v < p.nvars; ++v) {
         Perm perm = perm_for_children(p, parent, v);
@@ -215,7 +276,8 @@ class Gen {
     int depth = p.tasks[t].depth;
     int maxc = depth == 0 ? gp_.max_root_children : gp_.max_children[depth];
     if (p.tasks[t].weak) maxc = std::min(maxc, gp_.weak_max_children);
-    int n = depth == 0 ? 1 + static_cast<int>(below(maxc)) : static_cast<int>(below(maxc + 1));
+    int n = depth == 0 ? gp_.min_root_children + static_cast<int>(below(maxc - gp_.min_root_children + 1))
+                       : static_cast<int>(below(maxc + 1));
     bool may_wait = !p.tasks[t].weak;
     int prev = -1;
     for (int i = 0; i < n; ++i) {
@@ -248,6 +310,8 @@ void describe_task(const Program& p, int i, std::ostringstream& os) {
   }
   if (t.priority) os << " prio=" << t.priority;
   if (t.spin_us) os << " spin=" << t.spin_us << "us";
+  if (t.throw_at >= 0) os << " throws@" << t.throw_at;
+  if (t.catches) os << " catches";
   os << " | steps:";
   for (const Step& s : t.steps) {
     if (s.kind == Step::spawn) os << " spawn T" << s.arg;
@@ -281,19 +345,33 @@ inline u64 mix(u64 h, u64 v) {
 }
 inline u32 set_constant(int id, int v) { return static_cast<u32>(id) * 7919u + static_cast<u32>(v) * 104729u + 1u; }
 
+// What a throwing body throws: the ids of the tasks that may have thrown it. A weft body throws its own id;
+// the reference interpreter rethrows at a wait the set of exceptions any of which the engine may pick (the
+// first to arrive), so a weft observation is checked by membership.
+struct TestError {
+  std::vector<int> ids;
+};
+constexpr u32 kCaughtMarker = 0xCA0C7000u;  // logged where a task caught a rethrown exception
+
 struct Exec {
-  explicit Exec(const Program& prog) : p(prog), logs(prog.tasks.size()), runs(new std::atomic<int>[prog.tasks.size()]) {
-    for (int v = 0; v < kMaxVars; ++v) vars[v].value = p.init[v];
+  explicit Exec(const Program& prog)
+      : p(prog), vars(prog.nvars), logs(prog.tasks.size()), caught(prog.tasks.size()),
+        runs(new std::atomic<int>[prog.tasks.size()]), inside(new std::atomic<int>[prog.nvars]) {
+    for (int v = 0; v < p.nvars; ++v) {
+      vars[v].value = p.init[v];
+      inside[v] = 0;
+    }
     for (std::size_t i = 0; i < p.tasks.size(); ++i) runs[i] = 0;
   }
   const Program& p;
   struct alignas(16) Slot {
     u32 value;
   };
-  Slot vars[kMaxVars];
+  std::vector<Slot> vars;
   std::vector<std::vector<u32>> logs;
+  std::vector<std::vector<std::vector<int>>> caught;  // per task: ids of each exception it caught
   std::unique_ptr<std::atomic<int>[]> runs;
-  std::atomic<int> inside[kMaxVars] = {};
+  std::unique_ptr<std::atomic<int>[]> inside;
   std::atomic<int> exclusion_violations{0};
 };
 
@@ -338,11 +416,23 @@ void task_body(Exec& e, int id, Ctx& ctx) {
       default: break;  // in (already read), weak_*: the task itself does not touch the variable
     }
   }
-  for (const Step& s : t.steps) {
+  // A rethrown exception is logged and swallowed by a catching task; otherwise it leaves the body.
+  auto wait = [&](auto&& w) {
+    try {
+      w();
+    } catch (const TestError& x) {
+      if (!t.catches) throw;
+      log.push_back(kCaughtMarker);
+      e.caught[id].push_back(x.ids);
+    }
+  };
+  for (std::size_t k = 0; k < t.steps.size(); ++k) {
+    if (static_cast<int>(k) == t.throw_at) throw TestError{{id}};
+    const Step& s = t.steps[k];
     switch (s.kind) {
       case Step::spawn: ctx.spawn(s.arg); break;
       case Step::taskwait:
-        ctx.taskwait();
+        wait([&] { ctx.taskwait(); });
         for (int v = 0; v < e.p.nvars; ++v)
           if (may_read_after_wait(t, id, v)) {
             u32 r = e.vars[v].value;
@@ -353,23 +443,202 @@ void task_body(Exec& e, int id, Ctx& ctx) {
           if (may_write_after_wait(t, id, v)) e.vars[v].value = static_cast<u32>(mix(h, 100u + v));
         break;
       case Step::taskwait_on:
-        ctx.taskwait_on(s.arg);
+        wait([&] { ctx.taskwait_on(s.arg); });
         if (may_read_after_wait(t, id, s.arg)) log.push_back(e.vars[s.arg].value);
         break;
     }
   }
+  if (static_cast<std::size_t>(t.throw_at) == t.steps.size()) throw TestError{{id}};
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Reference interpreter: children run at their spawn point, depth first. It models the documented failure
+// semantics (tasks.hpp, "Exceptions") on the sibling order:
+//  * each task has direct predecessors among its earlier siblings, per datum, as the records of a domain give
+//    them:  in -> the last writer (or the last group, joined);  out/inout -> the readers since the last writer,
+//    or that writer if none;  inoutset/commutative -> what came before the group (readers since the last
+//    writer, else the last writer), shared by the members of the group, which do not wait for one another;
+//    weak_* -> like the strong mode, for the task's weak predecessors. The relation is transitively closed by
+//    the propagation itself: a cancelled task counts as failed for its own dependents.
+//  * a task is cancelled (body skipped, no children, no exception) iff a strong predecessor failed or was
+//    cancelled;
+//  * a task fails iff its body throws (its own exception, or one a wait rethrew that it does not catch) or it
+//    ends with an unrethrown child exception; a failure records one exception in the parent per cause (own,
+//    then unrethrown), the first one pending is rethrown by the parent's next wait, the others are dropped;
+//  * Runtime::run rethrows the root body's exception, else its unrethrown child exception.
+// Where the engine may legitimately behave either way, the program is rejected as ambiguous (make_program
+// draws other throwers):
+//  * a weak predecessor of a task fails: the task's body may or may not have started when it is cancelled;
+//  * a taskwait_on returns while a failed child it does not wait for (directly or through its predecessors) is
+//    pending: that exception may or may not have arrived.
+
+struct RefRec {
+  std::vector<int> writer;  // the last writer, or the members of the last group (joined)
+  std::vector<int> readers;
+  std::vector<int> members;
+  std::vector<int> group_pred;
+  AccessMode group = AccessMode::in;  // in: no group
+};
+
+struct Model {
+  explicit Model(const Program& p)
+      : status(p.tasks.size(), kNone), preds(p.tasks.size()), own(p.tasks.size()), leftover(p.tasks.size()),
+        has_own(p.tasks.size()), has_leftover(p.tasks.size()) {}
+  enum Status : std::uint8_t { kNone, kOk, kFailed, kCancelled };
+  std::vector<Status> status;
+  std::vector<std::vector<int>> preds;  // direct predecessors among the siblings
+  std::vector<std::vector<int>> own, leftover;
+  std::vector<char> has_own, has_leftover;
+  u64 created = 0, cancelled = 0, dropped = 0;
+  bool run_threw = false;
+  std::vector<int> run_error;
+  std::string ambiguous;  // empty: the outcome is determined
+  bool bad(int t) const { return status[t] == kFailed || status[t] == kCancelled; }
+};
 
 struct RefCtx {
   static constexpr bool kParallel = false;
   Exec& e;
-  void spawn(int child) {
-    RefCtx sub{e};
-    task_body(e, child, sub);
+  Model& m;
+  int self;
+  std::vector<RefRec> recs;     // the domain, by variable (created at the first spawn)
+  std::vector<int> unaccounted;  // failed children whose exceptions no wait has consumed yet
+
+  static void close_group(RefRec& r) {
+    if (r.group == AccessMode::in) return;
+    r.writer = std::move(r.members);
+    r.members.clear();
+    r.group_pred.clear();
+    r.group = AccessMode::in;
   }
-  void taskwait() {}
-  void taskwait_on(int) {}
+  static void access(RefRec& r, int t, AccessMode mode, std::vector<int>& ps) {
+    switch (mode) {
+      case AccessMode::in:
+      case AccessMode::weak_in:
+        close_group(r);
+        ps.insert(ps.end(), r.writer.begin(), r.writer.end());
+        r.readers.push_back(t);
+        return;
+      case AccessMode::out:
+      case AccessMode::inout:
+      case AccessMode::weak_out:
+      case AccessMode::weak_inout:
+        close_group(r);
+        if (!r.readers.empty()) {
+          ps.insert(ps.end(), r.readers.begin(), r.readers.end());
+          r.readers.clear();
+        } else {
+          ps.insert(ps.end(), r.writer.begin(), r.writer.end());
+        }
+        r.writer = {t};
+        return;
+      case AccessMode::inoutset:
+      case AccessMode::commutative:
+        if (r.group != mode) {
+          close_group(r);
+          r.group_pred = r.readers.empty() ? r.writer : r.readers;
+          r.readers.clear();
+          r.group = mode;
+        }
+        ps.insert(ps.end(), r.group_pred.begin(), r.group_pred.end());
+        r.members.push_back(t);
+        return;
+    }
+  }
+
+  void spawn(int child) {
+    const Task& c = e.p.tasks[child];
+    if (recs.empty()) recs.resize(e.p.nvars);
+    ++m.created;
+    bool strong_bad = false, weak_bad = false;
+    for (const Acc& a : c.acc) {
+      std::vector<int> ps;
+      access(recs[a.var], child, a.mode, ps);
+      for (int x : ps) (is_weak(a.mode) ? weak_bad : strong_bad) |= m.bad(x);
+      m.preds[child].insert(m.preds[child].end(), ps.begin(), ps.end());
+    }
+    if (weak_bad && m.ambiguous.empty())
+      m.ambiguous = "a weak predecessor of T" + std::to_string(child) + " fails";
+    if (strong_bad) {
+      m.status[child] = Model::kCancelled;
+      ++m.cancelled;
+      return;
+    }
+    RefCtx sub{e, m, child, {}, {}};
+    try {
+      task_body(e, child, sub);
+    } catch (const TestError& x) {
+      m.has_own[child] = true;
+      m.own[child] = x.ids;
+    }
+    if (sub.consume(m.leftover[child])) m.has_leftover[child] = true;
+    m.status[child] = m.has_own[child] || m.has_leftover[child] ? Model::kFailed : Model::kOk;
+    if (m.status[child] == Model::kFailed) unaccounted.push_back(child);
+  }
+
+  // The pending exceptions are consumed (rethrown at a wait, or moved up at the end of the body): one is kept,
+  // any of them; the others are dropped. Returns whether there was one; `ids`: the possible ones.
+  bool consume(std::vector<int>& ids) {
+    u64 calls = 0;
+    for (int x : unaccounted) {
+      calls += static_cast<u64>(m.has_own[x]) + static_cast<u64>(m.has_leftover[x]);
+      // A failed child reports its own exception before the unrethrown one of its children.
+      const std::vector<int>& first = m.has_own[x] ? m.own[x] : m.leftover[x];
+      ids.insert(ids.end(), first.begin(), first.end());
+    }
+    unaccounted.clear();
+    if (calls == 0) return false;
+    m.dropped += calls - 1;
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return true;
+  }
+  void rethrow() {
+    std::vector<int> ids;
+    if (consume(ids)) throw TestError{ids};
+  }
+  void taskwait() { rethrow(); }
+  void taskwait_on(int v) {
+    // What the engine waits for: the current group's members, else the last writer; and, transitively, their
+    // predecessors.
+    std::vector<char> covered(e.p.tasks.size(), 0);
+    std::vector<int> todo;
+    if (!recs.empty()) {
+      const RefRec& r = recs[v];
+      todo = r.group != AccessMode::in ? r.members : r.writer;
+    }
+    while (!todo.empty()) {
+      int x = todo.back();
+      todo.pop_back();
+      if (covered[x]) continue;
+      covered[x] = 1;
+      todo.insert(todo.end(), m.preds[x].begin(), m.preds[x].end());
+    }
+    for (int x : unaccounted)
+      if (!covered[x] && m.ambiguous.empty())
+        m.ambiguous = "T" + std::to_string(self) + "'s taskwait_on(v" + std::to_string(v) +
+                      ") does not wait for the failed T" + std::to_string(x);
+    rethrow();
+  }
 };
+
+// Runs the reference interpreter on `ref`; returns the model of the outcome.
+Model run_reference(Exec& ref) {
+  Model m(ref.p);
+  RefCtx root{ref, m, 0, {}, {}};
+  try {
+    task_body(ref, 0, root);
+  } catch (const TestError& x) {
+    m.run_threw = true;
+    m.run_error = x.ids;
+  }
+  std::vector<int> left;
+  if (root.consume(left) && !m.run_threw) {
+    m.run_threw = true;
+    m.run_error = left;
+  }
+  return m;
+}
 
 template <std::size_t N, class F>
 void spawn_n(weft::Context& cx, F&& f, const weft::Access* a, int prio, bool labelled) {
@@ -460,6 +729,12 @@ struct Progress {
   const char* kind = "";
 };
 Progress g_progress;
+
+const char* kind_literal(const std::string& kind) {
+  for (const char* k : {"strong", "wide", "exc", "exc_wide", "long", "long_exc"})
+    if (kind == k) return k;
+  return "all";
+}
 
 class HangWatch {
  public:
@@ -590,6 +865,41 @@ void reduce_from_environment(Program& p) {
     }
 }
 
+bool contains(const std::vector<int>& ids, int id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+std::string expected_exception(bool any, const std::vector<int>& ids) {
+  if (!any) return "none";
+  std::ostringstream os;
+  os << "the exception of one of T{";
+  for (std::size_t i = 0; i < ids.size(); ++i) os << (i ? "," : "") << ids[i];
+  os << "}";
+  return os.str();
+}
+
+// Long programs print thousands of lines: the failure message keeps the start (Differential.Single prints it all).
+std::string describe_short(const Program& p) {
+  std::string d = describe(p);
+  if (d.size() > 6000) d = d.substr(0, 6000) + "\n... (rerun with WEFT_DIFF_SEED for the whole program)\n";
+  return d;
+}
+
+// The program of a seed. In exception programs, throwers are drawn again (at most 20 times, then none throws)
+// while the reference finds the outcome timing-dependent (see the reference interpreter).
+Program make_program(u64 seed, const std::string& kind) {
+  Gen g(seed, params_for(kind));
+  Program p = g.make(seed, kind);
+  if (params_for(kind).p_throw <= 0) return p;
+  for (int attempt = 0;; ++attempt) {
+    Exec ref(p);
+    if (run_reference(ref).ambiguous.empty()) return p;
+    if (attempt == 20) {
+      for (Task& t : p.tasks) t.throw_at = -1;
+      return p;
+    }
+    g.assign_throws(p);
+  }
+}
+
 struct Runner {
   Runner() {
     for (const Config& c : kConfigs) {
@@ -605,10 +915,7 @@ struct Runner {
   // Returns an empty string on success, else a failure description.
   std::string check(const Program& p, bool verbose) {
     Exec ref(p);
-    {
-      RefCtx root{ref};
-      task_body(ref, 0, root);
-    }
+    const Model model = run_reference(ref);
     int only = -1;
     if (const char* e = std::getenv("WEFT_DIFF_CONFIG")) only = std::atoi(e);
     for (std::size_t ci = 0; ci < runtimes.size(); ++ci) {
@@ -619,11 +926,17 @@ struct Runner {
       Exec got(p);
       rt.reset_stats();
       std::string error;
+      bool run_threw = false;
       try {
         rt.run([&](weft::Context& cx) {
           WeftCtx root{got, cx};
           task_body(got, 0, root);
         });
+      } catch (const TestError& x) {
+        run_threw = true;
+        if (!model.run_threw || x.ids.size() != 1 || !contains(model.run_error, x.ids[0]))
+          error = "run() threw the exception of T" + std::to_string(x.ids.empty() ? -1 : x.ids[0]) +
+                  ", expected " + expected_exception(model.run_threw, model.run_error);
       } catch (const std::exception& ex) {
         error = std::string("run() threw: ") + ex.what();
       } catch (...) {
@@ -631,6 +944,8 @@ struct Runner {
       }
       std::ostringstream os;
       if (!error.empty()) os << error << "\n";
+      if (model.run_threw && !run_threw && error.empty())
+        os << "run() returned, expected " << expected_exception(true, model.run_error) << "\n";
       for (std::size_t t = 0; t < p.tasks.size() && os.tellp() < 4000; ++t) {
         if (got.runs[t].load() != ref.runs[t].load())
           os << "T" << t << " ran " << got.runs[t].load() << " times, expected " << ref.runs[t].load() << "\n";
@@ -641,6 +956,15 @@ struct Runner {
           for (u32 v : got.logs[t]) os << v << " ";
           os << "}\n";
         }
+        if (got.caught[t].size() != ref.caught[t].size()) {
+          os << "T" << t << " caught " << got.caught[t].size() << " exceptions, expected " << ref.caught[t].size()
+             << "\n";
+        } else {
+          for (std::size_t k = 0; k < got.caught[t].size(); ++k)
+            if (got.caught[t][k].size() != 1 || !contains(ref.caught[t][k], got.caught[t][k][0]))
+              os << "T" << t << "'s wait #" << k << " rethrew the exception of T" << got.caught[t][k][0]
+                 << ", expected " << expected_exception(true, ref.caught[t][k]) << "\n";
+        }
       }
       for (int v = 0; v < p.nvars; ++v)
         if (got.vars[v].value != ref.vars[v].value)
@@ -648,18 +972,20 @@ struct Runner {
       if (got.exclusion_violations.load() != 0)
         os << got.exclusion_violations.load() << " commutative exclusion violations\n";
       weft::Stats s = rt.stats();
-      u64 n = 0;  // tasks reachable from the root (all of them unless the program was reduced)
+      u64 n = 0;  // bodies run (spawned tasks not cancelled)
       for (std::size_t t = 1; t < p.tasks.size(); ++t) n += static_cast<u64>(ref.runs[t].load());
-      if (s.tasks_created != n || s.tasks_executed != n || s.tasks_cancelled != 0)
+      if (s.tasks_created != model.created || s.tasks_executed != n || s.tasks_cancelled != model.cancelled ||
+          s.exceptions_dropped != model.dropped)
         os << "stats: created " << s.tasks_created << " executed " << s.tasks_executed << " cancelled "
-           << s.tasks_cancelled << ", expected " << n << " " << n << " 0\n";
+           << s.tasks_cancelled << " exceptions_dropped " << s.exceptions_dropped << ", expected "
+           << model.created << " " << n << " " << model.cancelled << " " << model.dropped << "\n";
       std::string out = os.str();
       if (verbose) {
         std::printf("%s: %s\n", config_name(kConfigs[ci]).c_str(), out.empty() ? "ok" : out.c_str());
         std::fflush(stdout);
       }
       if (!out.empty())
-        return "on " + config_name(kConfigs[ci]) + ":\n" + out + describe(p) +
+        return "on " + config_name(kConfigs[ci]) + ":\n" + out + describe_short(p) +
                "reproduce: WEFT_DIFF_SEED=" + std::to_string(p.seed) + " WEFT_DIFF_KIND=" + p.kind +
                " ./weft_differential --gtest_filter=Differential.Single\n";
     }
@@ -679,22 +1005,31 @@ void run_many(const std::string& kind, u64 seed_base, std::size_t count) {
   HangWatch watch;
   Runner runner;
   GenParams gp = params_for(kind);
-  g_progress.kind = kind == "strong" ? "strong" : kind == "wide" ? "wide" : "all";
-  std::size_t total_tasks = 0, weak_tasks = 0, waits = 0;
+  g_progress.kind = kind_literal(kind);
+  std::size_t total_tasks = 0, weak_tasks = 0, waits = 0, throwers = 0, cancelled = 0, failed_runs = 0;
   for (std::size_t i = 0; i < count; ++i) {
     u64 seed = seed_base + i;
     g_progress.seed = seed;
-    Program p = Gen(seed, gp).make(seed, kind);
+    Program p = make_program(seed, kind);
     total_tasks += p.tasks.size();
     for (const Task& t : p.tasks) {
       weak_tasks += t.weak;
+      throwers += t.throw_at >= 0;
       for (const Step& s : t.steps) waits += s.kind != Step::spawn;
+    }
+    if (gp.p_throw > 0) {
+      Exec ref(p);
+      Model m = run_reference(ref);
+      cancelled += m.cancelled;
+      failed_runs += m.run_threw;
     }
     std::string failure = runner.check(p, false);
     ASSERT_TRUE(failure.empty()) << "program " << i << " (seed " << seed << ") failed " << failure;
   }
-  std::printf("[differential %s] %zu programs, %zu tasks (%zu weak), %zu taskwait/taskwait_on, %zu configs each\n",
-              kind.c_str(), count, total_tasks, weak_tasks, waits, std::size(kConfigs));
+  std::printf("[differential %s] %zu programs, %zu tasks (%zu weak, %zu throw, %zu cancelled), %zu "
+              "taskwait/taskwait_on, %zu runs threw, %zu configs each\n",
+              kind.c_str(), count, total_tasks, weak_tasks, throwers, cancelled, waits, failed_runs,
+              std::size(kConfigs));
   // The generator must actually exercise what it claims to.
   if (count >= 100) {
     EXPECT_GT(total_tasks, count * 5);
@@ -703,13 +1038,29 @@ void run_many(const std::string& kind, u64 seed_base, std::size_t count) {
       EXPECT_GT(weak_tasks, count / 10);
     }
   }
+  if (gp.p_throw > 0 && count >= 3) {
+    EXPECT_GT(throwers, static_cast<std::size_t>(static_cast<double>(total_tasks) * gp.p_throw / 3));
+    EXPECT_GT(cancelled, 0u);
+    EXPECT_GT(failed_runs, 0u);
+  }
 }
 
 TEST(Differential, StrongModes) { run_many("strong", 1000000, program_count(3000)); }
 TEST(Differential, AllModes) { run_many("all", 2000000, program_count(6000)); }
 TEST(Differential, WidePrograms) { run_many("wide", 3000000, program_count(1000)); }
+// Some bodies throw: cancelled dependents, rethrown exceptions (caught or not), failures moving up.
+TEST(Differential, Exceptions) { run_many("exc", 4000000, program_count(4000)); }
+TEST(Differential, ExceptionsWide) { run_many("exc_wide", 5000000, program_count(1000)); }
+// Thousands of tasks over up to 320 variables per program: descriptors recycle, domains grow.
+std::size_t long_program_count() {
+  std::size_t n = weft_test::scaled(8, 3);
+  if (const char* e = std::getenv("WEFT_DIFF_PROGRAMS")) n = std::max(1L, std::strtol(e, nullptr, 10));
+  return n;
+}
+TEST(Differential, LongPrograms) { run_many("long", 6000000, long_program_count()); }
+TEST(Differential, LongProgramsExceptions) { run_many("long_exc", 7000000, long_program_count()); }
 
-// Reruns one program verbosely: WEFT_DIFF_SEED=<seed> [WEFT_DIFF_KIND=strong|all|wide].
+// Reruns one program verbosely: WEFT_DIFF_SEED=<seed> [WEFT_DIFF_KIND=strong|all|wide|exc|exc_wide|long|long_exc].
 TEST(Differential, Single) {
   const char* s = std::getenv("WEFT_DIFF_SEED");
   if (!s) GTEST_SKIP() << "set WEFT_DIFF_SEED (and WEFT_DIFF_KIND) to rerun one program";
@@ -717,11 +1068,16 @@ TEST(Differential, Single) {
   const char* k = std::getenv("WEFT_DIFF_KIND");
   std::string kind = k ? k : "all";
   HangWatch watch;
-  g_progress.kind = k ? k : "all";
+  g_progress.kind = kind_literal(kind);
   g_progress.seed = seed;
-  Program p = Gen(seed, params_for(kind)).make(seed, kind);
+  Program p = make_program(seed, kind);
   reduce_from_environment(p);
   std::printf("%s", describe(p).c_str());
+  {
+    Exec ref(p);
+    Model m = run_reference(ref);
+    if (!m.ambiguous.empty()) std::printf("note: the reduced program's outcome is timing-dependent: %s\n", m.ambiguous.c_str());
+  }
   std::fflush(stdout);
   Runner runner;
   std::string failure = runner.check(p, true);
