@@ -507,19 +507,20 @@ namespace {
 constexpr std::uint32_t kCredit = 32;
 }  // namespace
 
-Task* detached_allocate(Task* anchor, const char* label, std::int32_t priority) {
+Task* detached_allocate(const char* label, std::int32_t priority) {
   Worker& w = *tls_worker;
   Task* t = w.allocate();
-  init_task(w, t, anchor);
+  init_task(w, t, nullptr);  // the anchor is set when it is submitted: it may wait across runs
   t->flags = kDetached;
   t->label = label;
   t->priority = priority;
   return t;
 }
 
-void detached_submit(Task* t) {
+void detached_submit(Task* t, Task* anchor) {
   Worker& w = *tls_worker;
-  Task* const a = t->parent;
+  Task* const a = anchor;
+  t->parent = a;
   if (w.counted_parent == a && w.counted > 0) {
     --w.counted;
   } else {

@@ -473,6 +473,41 @@ TEST_P(FlowWorkers, FenceKeepsPendingTasksForLaterInputs) {
   EXPECT_EQ(sum.load(), 999 * 1000);
 }
 
+// A pending task belongs to the run that completes it, not to the one that created it: that run's root is gone
+// (the engine may give the next run another descriptor for its root), and wait() must still cover the task.
+TEST_P(FlowWorkers, PendingTasksRunInTheFenceThatCompletesThem) {
+  const int n = 200;
+  wf::Edge<int, int> a, b, c;
+  std::atomic<int> ran{0};
+  auto join = wf::make_tt<int>(
+      [&](const int& k, int x, int y, int z) {
+        weft_test::busy_for_us(20);  // wait() returning before the bodies ran would be seen below
+        if (x == k && y == 2 * k && z == 3 * k) ran.fetch_add(1, std::memory_order_relaxed);
+      },
+      wf::edges(a, b, c), wf::edges(), "join");
+  auto feed = [&](int input) {
+    return wf::make_tt<int>([input](const int& k, auto& out) { wf::send<0>(k, (input + 1) * k, out); },
+                            wf::edges(wf::Edge<int, void>()), wf::edges(input == 0 ? a : input == 1 ? b : c), "feed");
+  };
+  auto f0 = feed(0), f1 = feed(1), f2 = feed(2);
+  auto g = wf::graph(rt, f0, f1, f2);
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < n; ++k) f0->invoke(k);
+    g.fence();  // one input each: pending
+    // A run in between, on the same runtime, as a program would have (other descriptors change hands).
+    rt.run([](weft::Context& cx) {
+      for (int i = 0; i < 10; ++i) cx.spawn([] {});
+    });
+    for (int k = 0; k < n; ++k) f1->invoke(k);
+    g.fence();  // two inputs each: still pending
+    EXPECT_EQ(g.pending(), std::size_t(n));
+    for (int k = 0; k < n; ++k) f2->invoke(k);
+    g.wait();
+    EXPECT_EQ(ran.load(), (round + 1) * n) << "round " << round;
+    EXPECT_EQ(g.pending(), 0u);
+  }
+}
+
 TEST_P(FlowWorkers, ExceptionInBodyReachesWait) {
   wf::Edge<int, int> e;
   std::atomic<int> ran{0};

@@ -229,14 +229,14 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   }
 
   detail::Task* new_task(const KS& key) {
-    detail::GraphState& g = graph_state();
+    graph_state();  // throws if this template task is in no graph
     if (keymap_) [[unlikely]] {
       const int owner = keymap_(key);
       if (owner != 0)
         throw error("weft::flow: the keymap of '" + name_ + "' maps key " + detail::key_string(key) +
                     " to process " + std::to_string(owner) + ", but the graph runs on one process (process 0)");
     }
-    detail::Task* t = detail::detached_allocate(g.anchor, name_.c_str(), priomap_ ? priomap_(key) : 0);
+    detail::Task* t = detail::detached_allocate(name_.c_str(), priomap_ ? priomap_(key) : 0);
     void* mem = t->body;
     if constexpr (!kInline) {
       mem = detail::allocate_large_body(sizeof(Record), alignof(Record));
@@ -271,7 +271,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
         throw;
       }
       r->mask = 1;
-      detail::detached_submit(t);
+      detail::detached_submit(t, graph_->anchor);
     } else {
       const std::size_t h = Hash<KS>{}(key);
       detail::Task* ready = nullptr;
@@ -310,7 +310,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
           ready = satisfied(bucket, t);
         }
       }
-      if (ready) detail::detached_submit(ready);
+      if (ready) detail::detached_submit(ready, graph_->anchor);  // the run executing now
     }
   }
 
