@@ -530,9 +530,12 @@ void detached_submit(Task* t, Task* anchor) {
     w.counted = kCredit - 1;
   }
   ++w.counters.tasks_created;
-  // The highest-priority task submitted so far waits in the immediate-successor slot (it is not stealable
-  // until the running body returns; the others are).
-  if (w.immediate_successor && t->priority >= w.prioritized.top_priority() &&
+  // A task submitted while a body runs must be stealable: the body may go on computing for long after it
+  // (send-then-compute), and the private immediate-successor slot would hold the task until it returns. With
+  // other workers, queue it: the worker's own queue is popped LIFO after the body, so it still runs next here
+  // unless another worker took it meanwhile. Alone, the slot cannot delay anyone: the highest-priority task
+  // submitted so far waits there.
+  if (w.immediate_successor && w.engine->workers.size() == 1 && t->priority >= w.prioritized.top_priority() &&
       (!w.next || t->priority > w.next->priority)) {
     if (w.next) schedule(w, w.next);
     w.next = t;

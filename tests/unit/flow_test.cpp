@@ -370,6 +370,40 @@ TEST_P(FlowWorkers, AggregatorWithAnotherInput) {
   EXPECT_EQ(sum.load(), 6L * 4950);
 }
 
+// --- overlap ------------------------------------------------------------------------------------------------
+
+// A task sent by a body that goes on computing can be taken by another worker meanwhile (send-then-compute
+// pipelines overlap): key k + 1 must run while the body of key k still runs. It waits (bounded) for the flag the
+// successor sets; had the successor been kept private to the sender's worker, it would never see it.
+TEST(Flow, SentTaskRunsOnAnotherWorkerWhileTheSenderComputes) {
+  weft::Runtime rt(opts(2));
+  constexpr int n = 6;
+  std::array<std::atomic<bool>, n> started{};
+  std::array<std::atomic<bool>, n> overlapped{};
+  std::array<std::atomic<unsigned>, n> worker{};
+  std::atomic<bool> gave_up{false};  // one timeout is enough: the later keys do not wait again
+  wf::Edge<int, void> e;
+  auto step = wf::make_tt<int>(
+      [&](const int& k, auto& out) {
+        worker[k] = weft::detail::current_worker_index();
+        started[k] = true;
+        if (k + 1 < n) {
+          wf::sendk<0>(k + 1, out);
+          // "Compute" until the successor runs.
+          overlapped[k] = !gave_up && weft_test::spin_until([&] { return started[k + 1].load(); });
+          if (!overlapped[k]) gave_up = true;
+        }
+      },
+      wf::edges(e), wf::edges(e), "step");
+  auto g = wf::graph(rt, step);
+  g.invoke(0);
+  g.wait();
+  for (int k = 0; k + 1 < n; ++k) {
+    EXPECT_TRUE(overlapped[k].load()) << "key " << k + 1 << " did not start while key " << k << " ran";
+    EXPECT_NE(worker[k].load(), worker[k + 1].load()) << "key " << k;
+  }
+}
+
 // --- priorities and keymaps --------------------------------------------------------------------------------
 
 TEST(Flow, PriorityMapOrdersReadyTasks) {

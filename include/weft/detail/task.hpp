@@ -104,8 +104,9 @@ static_assert(sizeof(Task) == 256, "the inline body fills the descriptor's last 
 Task* detached_allocate(const char* label, std::int32_t priority);
 /// t is ready. Makes it a child of `anchor` (the root of the current run), counts it in the anchor's unfinished
 /// children (from a per-worker credit, so that usually no atomic operation on the anchor is needed) and queues
-/// it; the first task a running task submits becomes its worker's immediate successor (it runs next on this
-/// worker, unless a queued task has higher priority).
+/// it where other workers can take it while the submitting body still runs (the worker pops its own queue LIFO
+/// after the body). On a single worker, the first task a running task submits becomes its immediate successor
+/// instead (it runs next, unless a queued task has higher priority).
 void detached_submit(Task* t, Task* anchor);
 /// Returns a descriptor that was allocated but never submitted (its body already destroyed), possibly in an
 /// earlier run.
