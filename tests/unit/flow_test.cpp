@@ -442,6 +442,189 @@ TEST(Flow, KeymapToAnotherProcessIsAnError) {
   }
 }
 
+// --- user code runs outside the table's locks -------------------------------------------------------------
+
+// A callback that delivers to the template task that calls it, for the very key being delivered (the same bucket
+// of its pending-task table): callbacks ran under that bucket's spin lock, and deadlocked on it.
+enum class Callback { priomap, keymap, count };
+void callback_delivers_to_its_own_tt(weft::Runtime& rt, Callback which) {
+  const int n = 50;
+  wf::Edge<int, int> e;
+  std::vector<std::atomic<bool>> reentered(n);
+  std::mutex m;
+  std::map<int, std::vector<int>> got;
+  std::function<void(int)> deliver_again;  // set once the template task exists
+  // Each key collects 2 values: the one invoked below, and 1000 + key from inside the callback.
+  auto reenter = [&](const int& k) {
+    if (!reentered[k].exchange(true)) deliver_again(k);
+  };
+  std::function<std::size_t(const int&)> count = [&](const int& k) {
+    if (which == Callback::count) reenter(k);
+    return std::size_t(2);
+  };
+  auto agg = wf::make_tt<int>(
+      [&](const int& k, const wf::Aggregator<int>& vs) {
+        std::lock_guard<std::mutex> g(m);
+        got[k].assign(vs.begin(), vs.end());
+      },
+      wf::edges(wf::make_aggregator(e, count)), wf::edges(), "agg");
+  deliver_again = [tt = agg.get()](int k) { tt->invoke(k, 1000 + k); };
+  if (which == Callback::priomap)
+    agg->set_priomap([&](const int& k) {
+      reenter(k);
+      return 0;
+    });
+  if (which == Callback::keymap)
+    agg->set_keymap([&](const int& k) {
+      reenter(k);
+      return 0;
+    });
+  auto g = wf::graph(rt, agg);
+  for (int k = 0; k < n; ++k) agg->invoke(k, k);
+  g.wait();
+  ASSERT_EQ(got.size(), std::size_t(n));
+  for (auto& [k, v] : got) {
+    std::sort(v.begin(), v.end());
+    EXPECT_EQ(v, (std::vector<int>{k, 1000 + k})) << "key " << k;
+  }
+}
+TEST_P(FlowWorkers, PriomapMayDeliverToItsOwnTemplateTask) { callback_delivers_to_its_own_tt(rt, Callback::priomap); }
+TEST_P(FlowWorkers, KeymapMayDeliverToItsOwnTemplateTask) { callback_delivers_to_its_own_tt(rt, Callback::keymap); }
+TEST_P(FlowWorkers, CountMayDeliverToItsOwnTemplateTask) { callback_delivers_to_its_own_tt(rt, Callback::count); }
+
+// A value whose copy constructor delivers to the same key of its template task (the same bucket).
+struct Reentrant {
+  int v = 0;
+  static inline std::function<void()> on_copy;  // called by the first copy after it is set
+  Reentrant() = default;
+  explicit Reentrant(int x) : v(x) {}
+  Reentrant(Reentrant&& o) noexcept : v(o.v) {}
+  Reentrant(const Reentrant& o) : v(o.v) {
+    if (auto f = std::exchange(on_copy, nullptr)) f();
+  }
+  Reentrant& operator=(const Reentrant&) = default;
+};
+
+TEST_P(FlowWorkers, ValueCopyMayDeliverToItsOwnTemplateTask) {
+  wf::Edge<int, Reentrant> a;
+  wf::Edge<int, int> b;
+  std::atomic<int> sum{0};
+  auto join = wf::make_tt<int>([&](const int&, const Reentrant& x, int y) { sum += x.v * y; }, wf::edges(a, b),
+                                 wf::edges(), "join");
+  auto src = wf::make_tt<int>(
+      [&](const int& k, auto& out) {
+        Reentrant r(k);
+        Reentrant::on_copy = [&] { wf::send<1>(7, 3, out); };  // input b of key 7, from inside the copy
+        wf::send<0>(7, r, out);                                  // an lvalue: copied into the task of key 7
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a, b), "src");
+  auto g = wf::graph(rt, src, join);
+  g.invoke(5);
+  g.wait();
+  EXPECT_EQ(sum.load(), 15);
+}
+
+// Another worker delivering to the same key is not held up while a value is being copied.
+TEST(Flow, OtherWorkersDeliverWhileAValueIsCopied) {
+  weft::Runtime rt(opts(2));
+  std::atomic<bool> copying{false}, delivered{false}, blocked{false};
+  wf::Edge<int, Reentrant> a;
+  wf::Edge<int, int> b;
+  std::atomic<int> sum{0};
+  auto join = wf::make_tt<int>([&](const int&, const Reentrant& x, int y) { sum += x.v * y; }, wf::edges(a, b),
+                               wf::edges(), "join");
+  auto sa = wf::make_tt<int>(
+      [&](const int&, auto& out) {
+        Reentrant r(2);
+        Reentrant::on_copy = [&] {
+          copying = true;
+          // The copy waits (bounded) for the other input of the same key to be delivered meanwhile.
+          if (!weft_test::spin_until([&] { return delivered.load(); })) blocked = true;
+        };
+        wf::send<0>(1, r, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a), "sa");
+  auto sb = wf::make_tt<int>(
+      [&](const int&, auto& out) {
+        weft_test::spin_until([&] { return copying.load(); });
+        wf::send<0>(1, 5, out);
+        delivered = true;
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(b), "sb");
+  auto g = wf::graph(rt, sa, sb, join);
+  sa->invoke(0);
+  sb->invoke(0);
+  g.wait();
+  EXPECT_FALSE(blocked.load()) << "a delivery to the key waited for the copy of another of its values";
+  EXPECT_EQ(sum.load(), 10);
+}
+
+// Values whose copy constructor throws: the graph fails with that exception at wait(), every value constructed is
+// destroyed once, and nothing stays pending, whichever input (first, last, aggregated) failed.
+struct Bomb {
+  int v = 0;
+  static inline std::atomic<int> live{0};
+  static inline std::atomic<int> explode_at{-1};  // the copy of this value throws
+  explicit Bomb(int x) : v(x) { ++live; }
+  Bomb(Bomb&& o) noexcept : v(o.v) { ++live; }
+  Bomb(const Bomb& o) : v(o.v) {
+    if (o.v == explode_at.load()) throw std::runtime_error("bomb " + std::to_string(o.v));
+    ++live;
+  }
+  ~Bomb() { --live; }
+};
+
+TEST_P(FlowWorkers, ThrowingValueCopyFailsTheGraphCleanly) {
+  const int n = 40;
+  wf::Edge<int, Bomb> a, b, c;
+  std::atomic<int> ran{0};
+  auto join = wf::make_tt<int>([&](const int&, const Bomb&, const Bomb&, const wf::Aggregator<Bomb>&) { ++ran; },
+                               wf::edges(a, b, wf::make_aggregator(c, 3)), wf::edges(), "join");
+  // Key k: input a from `first`, then b and the aggregated values from `second` (copies: lvalues).
+  auto first = wf::make_tt<int>(
+      [](const int& k, auto& out) {
+        Bomb x(k);
+        wf::send<0>(k, x, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a), "first");
+  auto second = wf::make_tt<int>(
+      [](const int& k, auto& out) {
+        for (int i = 0; i < 3; ++i) {
+          Bomb y(n + 3 * k + i);
+          wf::send<0>(k, y, out);
+        }
+        Bomb x(2 * n * n + k);
+        wf::send<1>(k, x, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(c, b), "second");
+  auto g = wf::graph(rt, first, second, join);
+  const int victims[] = {7, n + 3 * 9 + 1, 2 * n * n + 11, 2 * n * n + 0};  // first input, aggregated, last input
+  for (int victim : victims) {
+    Bomb::explode_at = victim;
+    ran = 0;
+    for (int phase = 0; phase < 2; ++phase) {  // inputs in one run or split over two (pending in between)
+      try {
+        for (int k = 0; k < n; ++k) first->invoke(k);
+        if (phase == 1) g.fence();  // throws if the victim was sent by `first`
+        for (int k = 0; k < n; ++k) second->invoke(k);
+        g.wait();
+        ADD_FAILURE() << "expected the copy's exception, victim " << victim;
+      } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()), "bomb " + std::to_string(victim));
+      }
+      EXPECT_EQ(g.pending(), 0u);
+      EXPECT_EQ(Bomb::live.load(), 0) << "victim " << victim << ", phase " << phase;
+    }
+  }
+  // The graph runs again.
+  Bomb::explode_at = -1;
+  ran = 0;
+  for (int k = 0; k < n; ++k) first->invoke(k), second->invoke(k);
+  g.wait();
+  EXPECT_EQ(ran.load(), n);
+  EXPECT_EQ(Bomb::live.load(), 0);
+}
+
 // --- errors --------------------------------------------------------------------------------------------------
 
 TEST_P(FlowWorkers, SameInputTwiceIsReported) {
