@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -358,7 +359,21 @@ void complete(Worker& w, Task* t) {
 
 // A detached (flow) task has no children and no successor list: it completes when its body returns; it is
 // counted in its anchor and its descriptor is recycled at once.
+// Tasks detached_submit queued on this thread's deque since the last detached body ended (see there).
+thread_local std::uint32_t tls_detached_queued = 0;
+constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, later sends keep LIFO order
+
 void end_detached(Worker& w, Task* t) {
+  // The body's sends went to the deque, where other workers could take them while it ran; the first of them
+  // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
+  // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
+  if (const std::uint32_t n = std::exchange(tls_detached_queued, 0); n > 1) {
+    Task* top[kReorderMax];
+    std::uint32_t k = 0;
+    while (k < n && k < kReorderMax)
+      if (Task* q = w.deque.pop()) top[k++] = q; else break;
+    for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);
+  }
   Task* const anchor = t->parent;
   free_task(w, t);
   std::vector<Task*>& todo = w.completing;
@@ -540,6 +555,7 @@ void detached_submit(Task* t, Task* anchor) {
     if (w.next) schedule(w, w.next);
     w.next = t;
   } else {
+    if (t->priority == 0) ++tls_detached_queued;  // reordered when the body ends (end_detached)
     schedule(w, t);
   }
 }
