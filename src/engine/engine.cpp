@@ -363,17 +363,25 @@ void complete(Worker& w, Task* t) {
 thread_local std::uint32_t tls_detached_queued = 0;
 constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, later sends keep LIFO order
 
+[[gnu::noinline]] void first_sent_on_top(Worker& w) {
+  const std::uint32_t n = std::exchange(tls_detached_queued, 0);
+  if (n < 2) return;
+  Task* top[kReorderMax];
+  std::uint32_t k = 0;
+  while (k < n && k < kReorderMax) {
+    Task* q = w.deque.pop();
+    if (!q) break;
+    top[k++] = q;
+  }
+  for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);  // popped last first: pushed back first last
+}
+
 void end_detached(Worker& w, Task* t) {
   // The body's sends went to the deque, where other workers could take them while it ran; the first of them
   // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
   // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
-  if (const std::uint32_t n = std::exchange(tls_detached_queued, 0); n > 1) {
-    Task* top[kReorderMax];
-    std::uint32_t k = 0;
-    while (k < n && k < kReorderMax)
-      if (Task* q = w.deque.pop()) top[k++] = q; else break;
-    for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);
-  }
+  if (tls_detached_queued) [[unlikely]]  // never on a single worker (the slot is used)
+    first_sent_on_top(w);
   Task* const anchor = t->parent;
   free_task(w, t);
   std::vector<Task*>& todo = w.completing;
