@@ -257,9 +257,16 @@ TEST_P(FlowWorkers, CopiesOnlyWhenNeeded) {
   EXPECT_EQ(copies_for(rt, 1, true, false), 0);   // ... and moved into its by-value parameter
   EXPECT_EQ(copies_for(rt, 1, false, true), 1);   // an lvalue is copied once
   EXPECT_EQ(copies_for(rt, 3, false, false), 0);  // shared read-only by three readers
-  EXPECT_EQ(copies_for(rt, 3, true, false), 2);   // three owners: two copies, the last takes the shared one
+  // Owners: each copies while others hold the shared value, the last takes it. Owners running at the same time
+  // may all see it held (one more copy): exact on one worker only.
+  const int extra = GetParam() > 1 ? 1 : 0;
+  const int three = copies_for(rt, 3, true, false);
+  EXPECT_GE(three, 2);
+  EXPECT_LE(three, 2 + extra);
   EXPECT_EQ(copies_for(rt, 1, false, false, 20), 0);  // broadcast to 20 keys, read
-  EXPECT_EQ(copies_for(rt, 1, true, false, 20), 19);  // broadcast to 20 keys, owned
+  const int twenty = copies_for(rt, 1, true, false, 20);  // broadcast to 20 keys, owned
+  EXPECT_GE(twenty, 19);
+  EXPECT_LE(twenty, 19 + extra);
 }
 
 TEST_P(FlowWorkers, MoveOnlyValues) {
