@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -464,7 +465,29 @@ void complete(Worker& w, Task* t) {
 
 // A detached (flow) task has no children and no successor list: it completes when its body returns; it is
 // counted in its anchor and its descriptor is recycled at once.
+// Tasks detached_submit queued on this thread's deque since the last detached body ended (see there).
+thread_local std::uint32_t tls_detached_queued = 0;
+constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, later sends keep LIFO order
+
+[[gnu::noinline]] void first_sent_on_top(Worker& w) {
+  const std::uint32_t n = std::exchange(tls_detached_queued, 0);
+  if (n < 2) return;
+  Task* top[kReorderMax];
+  std::uint32_t k = 0;
+  while (k < n && k < kReorderMax) {
+    Task* q = w.deque.pop();
+    if (!q) break;
+    top[k++] = q;
+  }
+  for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);  // popped last first: pushed back first last
+}
+
 void end_detached(Worker& w, Task* t) {
+  // The body's sends went to the deque, where other workers could take them while it ran; the first of them
+  // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
+  // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
+  if (tls_detached_queued) [[unlikely]]  // never on a single worker (the slot is used)
+    first_sent_on_top(w);
   Task* const anchor = t->parent;
   free_task(w, t);
   std::vector<Task*>& todo = w.completing;
@@ -629,35 +652,33 @@ void discard_spawn(Context& cx, Task* t) noexcept {
 // Detached tasks (the flow front end; see detail/task.hpp)
 // ---------------------------------------------------------------------------------------------------------
 
-Task* detached_allocate(Task* anchor, const char* label, std::int32_t priority) {
+Task* detached_allocate(const char* label, std::int32_t priority) {
   Worker& w = *tls_worker;
   Task* t = w.allocate();
-  init_task(w, t, anchor);
+  init_task(w, t, nullptr);  // the anchor is set when it is submitted: it may wait across runs
   t->flags = kDetached;
   t->label = label;
   t->priority = priority;
   return t;
 }
 
-void detached_submit(Task* t) {
+void detached_submit(Task* t, Task* anchor) {
   Worker& w = *tls_worker;
-  Task* const a = t->parent;
-  if (w.counted_parent == a && w.counted > 0) {
-    --w.counted;
-  } else {
-    if (w.counted) flush_completions(w);  // credits or completions owed to another parent
-    a->alive.fetch_add(kCredit, std::memory_order_relaxed);  // `a` cannot complete meanwhile: t's creator is alive
-    w.counted_parent = a;
-    w.counted = kCredit - 1;
-  }
+  Task* const a = anchor;
+  t->parent = a;
+  count_new_child(w, a);  // `a` cannot complete meanwhile: t's sender is one of its children, or its body
   ++w.counters.tasks_created;
-  // The highest-priority task submitted so far waits in the immediate-successor slot (it is not stealable
-  // until the running body returns; the others are).
-  if (w.immediate_successor && t->priority >= w.prioritized.top_priority() &&
+  // A task submitted while a body runs must be stealable: the body may go on computing for long after it
+  // (send-then-compute), and the private immediate-successor slot would hold the task until it returns. With
+  // other workers, queue it: the worker's own queue is popped LIFO after the body, so it still runs next here
+  // unless another worker took it meanwhile. Alone, the slot cannot delay anyone: the highest-priority task
+  // submitted so far waits there.
+  if (w.immediate_successor && w.engine->workers.size() == 1 && t->priority >= w.prioritized.top_priority() &&
       (!w.next || t->priority > w.next->priority)) {
     if (w.next) schedule(w, w.next);
     w.next = t;
   } else {
+    if (t->priority == 0) ++tls_detached_queued;  // reordered when the body ends (end_detached)
     schedule(w, t);
   }
 }

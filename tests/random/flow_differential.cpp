@@ -14,7 +14,9 @@
 //   * a task computes a hash of its key, template task, plain input and the sorted aggregated values, records it
 //     and sends hash(value, edge) along its edges. Values are vectors (not trivially copyable): shared copies are
 //     exercised when an edge has several consumers or a broadcast several keys;
-//   * random priorities (priomap) on some template tasks.
+//   * random priorities (priomap) on some template tasks;
+//   * the sources' tasks are invoked in 1-3 phases with a fence() between phases: tasks that received some inputs
+//     in one phase wait, pending, for the rest in a later one (across runs).
 // Checked: every task ran once, its value equals the sequential interpretation's.
 //
 // Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_FLOW_DIFF_SEED=<seed> runs one program.
@@ -77,6 +79,8 @@ struct Program {
   std::vector<int> plain_in, agg_in;             // per template task: edge ids (-1 for sources)
   std::vector<EdgeSpec> edges;
   std::vector<bool> has_priomap;
+  int phases = 1;
+  std::vector<std::vector<int>> phase;           // [source][key]: the phase that invokes it
   std::vector<std::vector<u64>> expected;        // [template task][key]
 
   std::vector<int> dests(const EdgeSpec& e, int k) const {
@@ -140,6 +144,10 @@ Program generate(u64 seed) {
     p.plain_in[s] = edge_from(s == p.sources ? p.sources - 1 : pick(0, s - 1), false);
     p.agg_in[s] = edge_from(s == p.sources ? 0 : pick(0, s - 1), true);
   }
+  p.phases = pick(1, 3);
+  p.phase.assign(p.sources, std::vector<int>(p.keys));
+  for (auto& ph : p.phase)
+    for (int& x : ph) x = pick(0, p.phases - 1);
   // The sequential interpretation: template tasks in order, keys in order.
   std::vector<std::vector<u64>> plain(p.n, std::vector<u64>(p.keys));
   std::vector<std::vector<std::vector<u64>>> agg(p.n, std::vector<std::vector<u64>>(p.keys));
@@ -252,8 +260,12 @@ void run_program(Program& p, weft::Runtime& rt) {
   }
   auto g = wf::graph(rt, sources[0]);
   ASSERT_EQ(g.size(), std::size_t(p.n)) << "seed " << p.seed;
-  for (auto& src : sources)
-    for (int k = 0; k < p.keys; ++k) src->invoke(k);
+  for (int ph = 0; ph < p.phases; ++ph) {
+    for (int s = 0; s < p.sources; ++s)
+      for (int k = 0; k < p.keys; ++k)
+        if (p.phase[s][k] == ph) sources[s]->invoke(k);
+    if (ph + 1 < p.phases) g.fence();  // what waits for a later phase stays pending
+  }
   g.wait();
   for (int s = 0; s < p.n; ++s)
     for (int k = 0; k < p.keys; ++k) {

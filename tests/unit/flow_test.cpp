@@ -257,9 +257,16 @@ TEST_P(FlowWorkers, CopiesOnlyWhenNeeded) {
   EXPECT_EQ(copies_for(rt, 1, true, false), 0);   // ... and moved into its by-value parameter
   EXPECT_EQ(copies_for(rt, 1, false, true), 1);   // an lvalue is copied once
   EXPECT_EQ(copies_for(rt, 3, false, false), 0);  // shared read-only by three readers
-  EXPECT_EQ(copies_for(rt, 3, true, false), 2);   // three owners: two copies, the last takes the shared one
+  // Owners: each copies while others hold the shared value, the last takes it. Owners running at the same time
+  // may all see it held (one more copy): exact on one worker only.
+  const int extra = GetParam() > 1 ? 1 : 0;
+  const int three = copies_for(rt, 3, true, false);
+  EXPECT_GE(three, 2);
+  EXPECT_LE(three, 2 + extra);
   EXPECT_EQ(copies_for(rt, 1, false, false, 20), 0);  // broadcast to 20 keys, read
-  EXPECT_EQ(copies_for(rt, 1, true, false, 20), 19);  // broadcast to 20 keys, owned
+  const int twenty = copies_for(rt, 1, true, false, 20);  // broadcast to 20 keys, owned
+  EXPECT_GE(twenty, 19);
+  EXPECT_LE(twenty, 19 + extra);
 }
 
 TEST_P(FlowWorkers, MoveOnlyValues) {
@@ -370,6 +377,40 @@ TEST_P(FlowWorkers, AggregatorWithAnotherInput) {
   EXPECT_EQ(sum.load(), 6L * 4950);
 }
 
+// --- overlap ------------------------------------------------------------------------------------------------
+
+// A task sent by a body that goes on computing can be taken by another worker meanwhile (send-then-compute
+// pipelines overlap): key k + 1 must run while the body of key k still runs. It waits (bounded) for the flag the
+// successor sets; had the successor been kept private to the sender's worker, it would never see it.
+TEST(Flow, SentTaskRunsOnAnotherWorkerWhileTheSenderComputes) {
+  weft::Runtime rt(opts(2));
+  constexpr int n = 6;
+  std::array<std::atomic<bool>, n> started{};
+  std::array<std::atomic<bool>, n> overlapped{};
+  std::array<std::atomic<unsigned>, n> worker{};
+  std::atomic<bool> gave_up{false};  // one timeout is enough: the later keys do not wait again
+  wf::Edge<int, void> e;
+  auto step = wf::make_tt<int>(
+      [&](const int& k, auto& out) {
+        worker[k] = weft::detail::current_worker_index();
+        started[k] = true;
+        if (k + 1 < n) {
+          wf::sendk<0>(k + 1, out);
+          // "Compute" until the successor runs.
+          overlapped[k] = !gave_up && weft_test::spin_until([&] { return started[k + 1].load(); });
+          if (!overlapped[k]) gave_up = true;
+        }
+      },
+      wf::edges(e), wf::edges(e), "step");
+  auto g = wf::graph(rt, step);
+  g.invoke(0);
+  g.wait();
+  for (int k = 0; k + 1 < n; ++k) {
+    EXPECT_TRUE(overlapped[k].load()) << "key " << k + 1 << " did not start while key " << k << " ran";
+    EXPECT_NE(worker[k].load(), worker[k + 1].load()) << "key " << k;
+  }
+}
+
 // --- priorities and keymaps --------------------------------------------------------------------------------
 
 TEST(Flow, PriorityMapOrdersReadyTasks) {
@@ -406,6 +447,189 @@ TEST(Flow, KeymapToAnotherProcessIsAnError) {
   } catch (const wf::error& e) {
     EXPECT_NE(std::string(e.what()).find("process 1"), std::string::npos) << e.what();
   }
+}
+
+// --- user code runs outside the table's locks -------------------------------------------------------------
+
+// A callback that delivers to the template task that calls it, for the very key being delivered (the same bucket
+// of its pending-task table): callbacks ran under that bucket's spin lock, and deadlocked on it.
+enum class Callback { priomap, keymap, count };
+void callback_delivers_to_its_own_tt(weft::Runtime& rt, Callback which) {
+  const int n = 50;
+  wf::Edge<int, int> e;
+  std::vector<std::atomic<bool>> reentered(n);
+  std::mutex m;
+  std::map<int, std::vector<int>> got;
+  std::function<void(int)> deliver_again;  // set once the template task exists
+  // Each key collects 2 values: the one invoked below, and 1000 + key from inside the callback.
+  auto reenter = [&](const int& k) {
+    if (!reentered[k].exchange(true)) deliver_again(k);
+  };
+  std::function<std::size_t(const int&)> count = [&](const int& k) {
+    if (which == Callback::count) reenter(k);
+    return std::size_t(2);
+  };
+  auto agg = wf::make_tt<int>(
+      [&](const int& k, const wf::Aggregator<int>& vs) {
+        std::lock_guard<std::mutex> g(m);
+        got[k].assign(vs.begin(), vs.end());
+      },
+      wf::edges(wf::make_aggregator(e, count)), wf::edges(), "agg");
+  deliver_again = [tt = agg.get()](int k) { tt->invoke(k, 1000 + k); };
+  if (which == Callback::priomap)
+    agg->set_priomap([&](const int& k) {
+      reenter(k);
+      return 0;
+    });
+  if (which == Callback::keymap)
+    agg->set_keymap([&](const int& k) {
+      reenter(k);
+      return 0;
+    });
+  auto g = wf::graph(rt, agg);
+  for (int k = 0; k < n; ++k) agg->invoke(k, k);
+  g.wait();
+  ASSERT_EQ(got.size(), std::size_t(n));
+  for (auto& [k, v] : got) {
+    std::sort(v.begin(), v.end());
+    EXPECT_EQ(v, (std::vector<int>{k, 1000 + k})) << "key " << k;
+  }
+}
+TEST_P(FlowWorkers, PriomapMayDeliverToItsOwnTemplateTask) { callback_delivers_to_its_own_tt(rt, Callback::priomap); }
+TEST_P(FlowWorkers, KeymapMayDeliverToItsOwnTemplateTask) { callback_delivers_to_its_own_tt(rt, Callback::keymap); }
+TEST_P(FlowWorkers, CountMayDeliverToItsOwnTemplateTask) { callback_delivers_to_its_own_tt(rt, Callback::count); }
+
+// A value whose copy constructor delivers to the same key of its template task (the same bucket).
+struct Reentrant {
+  int v = 0;
+  static inline std::function<void()> on_copy;  // called by the first copy after it is set
+  Reentrant() = default;
+  explicit Reentrant(int x) : v(x) {}
+  Reentrant(Reentrant&& o) noexcept : v(o.v) {}
+  Reentrant(const Reentrant& o) : v(o.v) {
+    if (auto f = std::exchange(on_copy, nullptr)) f();
+  }
+  Reentrant& operator=(const Reentrant&) = default;
+};
+
+TEST_P(FlowWorkers, ValueCopyMayDeliverToItsOwnTemplateTask) {
+  wf::Edge<int, Reentrant> a;
+  wf::Edge<int, int> b;
+  std::atomic<int> sum{0};
+  auto join = wf::make_tt<int>([&](const int&, const Reentrant& x, int y) { sum += x.v * y; }, wf::edges(a, b),
+                                 wf::edges(), "join");
+  auto src = wf::make_tt<int>(
+      [&](const int& k, auto& out) {
+        Reentrant r(k);
+        Reentrant::on_copy = [&] { wf::send<1>(7, 3, out); };  // input b of key 7, from inside the copy
+        wf::send<0>(7, r, out);                                  // an lvalue: copied into the task of key 7
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a, b), "src");
+  auto g = wf::graph(rt, src, join);
+  g.invoke(5);
+  g.wait();
+  EXPECT_EQ(sum.load(), 15);
+}
+
+// Another worker delivering to the same key is not held up while a value is being copied.
+TEST(Flow, OtherWorkersDeliverWhileAValueIsCopied) {
+  weft::Runtime rt(opts(2));
+  std::atomic<bool> copying{false}, delivered{false}, blocked{false};
+  wf::Edge<int, Reentrant> a;
+  wf::Edge<int, int> b;
+  std::atomic<int> sum{0};
+  auto join = wf::make_tt<int>([&](const int&, const Reentrant& x, int y) { sum += x.v * y; }, wf::edges(a, b),
+                               wf::edges(), "join");
+  auto sa = wf::make_tt<int>(
+      [&](const int&, auto& out) {
+        Reentrant r(2);
+        Reentrant::on_copy = [&] {
+          copying = true;
+          // The copy waits (bounded) for the other input of the same key to be delivered meanwhile.
+          if (!weft_test::spin_until([&] { return delivered.load(); })) blocked = true;
+        };
+        wf::send<0>(1, r, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a), "sa");
+  auto sb = wf::make_tt<int>(
+      [&](const int&, auto& out) {
+        weft_test::spin_until([&] { return copying.load(); });
+        wf::send<0>(1, 5, out);
+        delivered = true;
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(b), "sb");
+  auto g = wf::graph(rt, sa, sb, join);
+  sa->invoke(0);
+  sb->invoke(0);
+  g.wait();
+  EXPECT_FALSE(blocked.load()) << "a delivery to the key waited for the copy of another of its values";
+  EXPECT_EQ(sum.load(), 10);
+}
+
+// Values whose copy constructor throws: the graph fails with that exception at wait(), every value constructed is
+// destroyed once, and nothing stays pending, whichever input (first, last, aggregated) failed.
+struct Bomb {
+  int v = 0;
+  static inline std::atomic<int> live{0};
+  static inline std::atomic<int> explode_at{-1};  // the copy of this value throws
+  explicit Bomb(int x) : v(x) { ++live; }
+  Bomb(Bomb&& o) noexcept : v(o.v) { ++live; }
+  Bomb(const Bomb& o) : v(o.v) {
+    if (o.v == explode_at.load()) throw std::runtime_error("bomb " + std::to_string(o.v));
+    ++live;
+  }
+  ~Bomb() { --live; }
+};
+
+TEST_P(FlowWorkers, ThrowingValueCopyFailsTheGraphCleanly) {
+  const int n = 40;
+  wf::Edge<int, Bomb> a, b, c;
+  std::atomic<int> ran{0};
+  auto join = wf::make_tt<int>([&](const int&, const Bomb&, const Bomb&, const wf::Aggregator<Bomb>&) { ++ran; },
+                               wf::edges(a, b, wf::make_aggregator(c, 3)), wf::edges(), "join");
+  // Key k: input a from `first`, then b and the aggregated values from `second` (copies: lvalues).
+  auto first = wf::make_tt<int>(
+      [](const int& k, auto& out) {
+        Bomb x(k);
+        wf::send<0>(k, x, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a), "first");
+  auto second = wf::make_tt<int>(
+      [](const int& k, auto& out) {
+        for (int i = 0; i < 3; ++i) {
+          Bomb y(n + 3 * k + i);
+          wf::send<0>(k, y, out);
+        }
+        Bomb x(2 * n * n + k);
+        wf::send<1>(k, x, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(c, b), "second");
+  auto g = wf::graph(rt, first, second, join);
+  const int victims[] = {7, n + 3 * 9 + 1, 2 * n * n + 11, 2 * n * n + 0};  // first input, aggregated, last input
+  for (int victim : victims) {
+    Bomb::explode_at = victim;
+    ran = 0;
+    for (int phase = 0; phase < 2; ++phase) {  // inputs in one run or split over two (pending in between)
+      try {
+        for (int k = 0; k < n; ++k) first->invoke(k);
+        if (phase == 1) g.fence();  // throws if the victim was sent by `first`
+        for (int k = 0; k < n; ++k) second->invoke(k);
+        g.wait();
+        ADD_FAILURE() << "expected the copy's exception, victim " << victim;
+      } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()), "bomb " + std::to_string(victim));
+      }
+      EXPECT_EQ(g.pending(), 0u);
+      EXPECT_EQ(Bomb::live.load(), 0) << "victim " << victim << ", phase " << phase;
+    }
+  }
+  // The graph runs again.
+  Bomb::explode_at = -1;
+  ran = 0;
+  for (int k = 0; k < n; ++k) first->invoke(k), second->invoke(k);
+  g.wait();
+  EXPECT_EQ(ran.load(), n);
+  EXPECT_EQ(Bomb::live.load(), 0);
 }
 
 // --- errors --------------------------------------------------------------------------------------------------
@@ -471,6 +695,41 @@ TEST_P(FlowWorkers, FenceKeepsPendingTasksForLaterInputs) {
   for (int k = 0; k < 1000; ++k) right->invoke(k);
   g.wait();
   EXPECT_EQ(sum.load(), 999 * 1000);
+}
+
+// A pending task belongs to the run that completes it, not to the one that created it: that run's root is gone
+// (the engine may give the next run another descriptor for its root), and wait() must still cover the task.
+TEST_P(FlowWorkers, PendingTasksRunInTheFenceThatCompletesThem) {
+  const int n = 200;
+  wf::Edge<int, int> a, b, c;
+  std::atomic<int> ran{0};
+  auto join = wf::make_tt<int>(
+      [&](const int& k, int x, int y, int z) {
+        weft_test::busy_for_us(20);  // wait() returning before the bodies ran would be seen below
+        if (x == k && y == 2 * k && z == 3 * k) ran.fetch_add(1, std::memory_order_relaxed);
+      },
+      wf::edges(a, b, c), wf::edges(), "join");
+  auto feed = [&](int input) {
+    return wf::make_tt<int>([input](const int& k, auto& out) { wf::send<0>(k, (input + 1) * k, out); },
+                            wf::edges(wf::Edge<int, void>()), wf::edges(input == 0 ? a : input == 1 ? b : c), "feed");
+  };
+  auto f0 = feed(0), f1 = feed(1), f2 = feed(2);
+  auto g = wf::graph(rt, f0, f1, f2);
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < n; ++k) f0->invoke(k);
+    g.fence();  // one input each: pending
+    // A run in between, on the same runtime, as a program would have (other descriptors change hands).
+    rt.run([](weft::Context& cx) {
+      for (int i = 0; i < 10; ++i) cx.spawn([] {});
+    });
+    for (int k = 0; k < n; ++k) f1->invoke(k);
+    g.fence();  // two inputs each: still pending
+    EXPECT_EQ(g.pending(), std::size_t(n));
+    for (int k = 0; k < n; ++k) f2->invoke(k);
+    g.wait();
+    EXPECT_EQ(ran.load(), (round + 1) * n) << "round " << round;
+    EXPECT_EQ(g.pending(), 0u);
+  }
 }
 
 TEST_P(FlowWorkers, ExceptionInBodyReachesWait) {

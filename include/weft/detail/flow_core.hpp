@@ -163,14 +163,18 @@ struct Slot {  // small trivially copyable: always a private copy
 };
 template <class V>
 struct Slot<V, false> {
-  Shared<V>* shared;  ///< non-null: the value is a shared copy
+  Shared<V>* shared;  ///< non-null: the value is a shared copy (or broken(): its construction threw)
   alignas(V) unsigned char buf[sizeof(V)];
+  /// Marks a slot whose value failed to construct: it holds nothing to destroy (its task never runs).
+  static Shared<V>* broken() { return reinterpret_cast<Shared<V>*>(alignof(Shared<V>)); }
   V& get() { return *std::launder(reinterpret_cast<V*>(buf)); }
   void set(V&& v) {
+    shared = broken();  // until the constructor returns
     ::new (static_cast<void*>(buf)) V(std::move(v));
     shared = nullptr;
   }
   void set(const V& v) {
+    shared = broken();
     ::new (static_cast<void*>(buf)) V(v);
     shared = nullptr;
   }
@@ -194,6 +198,7 @@ struct Slot<V, false> {
     return get();
   }
   void destroy() {
+    if (shared == broken()) return;
     if (shared)
       shared->release();
     else
@@ -206,7 +211,9 @@ struct Slot<V, false> {
 template <class V>
 struct AggStore {
   std::size_t target;
-  std::size_t size = 0;  ///< slots set so far (the first `size` slots hold values)
+  /// Slots reserved so far (under the task's bucket lock): the first `size` slots hold values once their
+  /// deliveries have returned, that is, once the task is complete or the graph quiescent.
+  std::size_t size = 0;
 
   static AggStore* make(std::size_t target) {
     if (target > (std::size_t(-1) - kItems) / sizeof(Slot<V>)) throw std::bad_array_new_length();
@@ -225,13 +232,6 @@ struct AggStore {
   }
   Slot<V>* items() { return reinterpret_cast<Slot<V>*>(reinterpret_cast<unsigned char*>(this) + kItems); }
   Slot<V>& operator[](std::size_t i) { return items()[i]; }
-  /// Stores the next value (src as for Slot::set); counts it only once it is constructed.
-  template <class Src>
-  void add(Src&& src) {
-    ::new (static_cast<void*>(items() + size)) Slot<V>;
-    items()[size].set(std::forward<Src>(src));
-    ++size;
-  }
 
  private:
   explicit AggStore(std::size_t n) : target(n) {}

@@ -102,7 +102,8 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   /// A task of this template: key and inputs, in the engine descriptor's body (or on the heap if too large).
   struct Record {
     TT* tt;
-    std::uint32_t mask;  ///< inputs that arrived (aggregators: that started collecting)
+    std::uint32_t mask;  ///< inputs reserved (aggregators: that started collecting); under the bucket lock
+    std::uint32_t open;  ///< inputs not fully reserved yet (0: out of the table); under the bucket lock
     KS key;
     typename Slots<std::index_sequence_for<In...>>::type slots;
   };
@@ -229,21 +230,21 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   }
 
   detail::Task* new_task(const KS& key) {
-    detail::GraphState& g = graph_state();
+    graph_state();  // throws if this template task is in no graph
     if (keymap_) [[unlikely]] {
       const int owner = keymap_(key);
       if (owner != 0)
         throw error("weft::flow: the keymap of '" + name_ + "' maps key " + detail::key_string(key) +
                     " to process " + std::to_string(owner) + ", but the graph runs on one process (process 0)");
     }
-    detail::Task* t = detail::detached_allocate(g.anchor, name_.c_str(), priomap_ ? priomap_(key) : 0);
+    detail::Task* t = detail::detached_allocate(name_.c_str(), priomap_ ? priomap_(key) : 0);
     void* mem = t->body;
     if constexpr (!kInline) {
       mem = detail::allocate_large_body(sizeof(Record), alignof(Record));
       *reinterpret_cast<void**>(t->body) = mem;
     }
     try {
-      ::new (mem) Record{this, 0, key, {}};
+      ::new (mem) Record{this, 0, kIn, key, {}};
     } catch (...) {
       if constexpr (!kInline) detail::free_large_body(mem, sizeof(Record), alignof(Record));
       detail::detached_discard(t);
@@ -258,6 +259,15 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   static constexpr std::uint32_t bit = std::uint32_t{1} << J;
 
   /// Input J of the task of `key` arrives (src: an rvalue, a const lvalue or a Shared<V>*).
+  ///
+  /// No user code runs under the bucket lock but the key's operator== (hashing happens before): under the lock
+  /// a delivery only finds the task and reserves its input (sets the input's bit; for an aggregator, takes the
+  /// next index). The task of a new key is built after unlocking when that runs user code (keymap, priomap, a
+  /// key's copy constructor), then inserted unless another delivery was first; an aggregator's store too (its
+  /// count callback); the value is constructed into the reserved slot after unlocking.
+  /// Arrivals of constructed values are counted in the descriptor's `pending` (one unit per input, one per value
+  /// once an aggregator knows its count): the last one submits the task. So a callback or a value's constructor
+  /// may itself send to this template task, even to the same key, and other workers never spin on user code.
   template <std::size_t J, class Src>
   void deliver(const KS& key, Src&& src) {
     if constexpr (kBypass) {
@@ -271,58 +281,121 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
         throw;
       }
       r->mask = 1;
-      detail::detached_submit(t);
+      detail::detached_submit(t, graph_->anchor);  // the run executing now
     } else {
       const std::size_t h = Hash<KS>{}(key);
-      detail::Task* ready = nullptr;
-      {
-        detail::table::TaskTable::Locked bucket(*table_, h);
-        detail::Task* t = bucket.find([&](detail::Task* e) { return rec(e)->key == key; });
-        if (!t) {
-          t = new_task(key);
-          t->pending.store(static_cast<std::int32_t>(kIn), std::memory_order_relaxed);
-          bucket.insert(t);
+      using Store = detail::AggStore<InV<J>>;
+      // Built outside the lock and not used (another delivery was first, or an error): discarded on the way out,
+      // outside the lock too (the key's destructor is user code).
+      struct Spare {
+        detail::Task* task = nullptr;
+        Store* store = nullptr;
+        ~Spare() {
+          if (task) {
+            destroy_record(task);
+            detail::detached_discard(task);
+          }
+          if constexpr (kAgg<J>)
+            if (store) Store::destroy(store);
         }
-        Record* r = rec(t);
-        auto& slot = std::get<J>(r->slots);
-        if constexpr (kAgg<J>) {
-          if (!(r->mask & bit<J>)) {
+      } spare;
+      detail::Task* t;
+      Got got;
+      std::size_t at = 0;  // aggregator: the index reserved
+      for (;;) {
+        {
+          detail::table::TaskTable::Locked bucket(*table_, h);
+          t = bucket.find([&](detail::Task* e) { return rec(e)->key == key; });
+          if (!t && (spare.task || plain_new_task())) {
+            t = spare.task ? spare.task : new_pending_task(key);
+            spare.task = nullptr;
+            bucket.insert(t);
+          }
+          got = t ? reserve<J>(t, spare.store, at) : Got::no_task;
+          if (got == Got::reserved && rec(t)->open == 0) bucket.erase(t);  // no delivery will look for it
+        }
+        if (got == Got::reserved) break;
+        if (got == Got::no_task) {
+          spare.task = new_pending_task(key);
+        } else if (got == Got::no_store) {
+          if constexpr (kAgg<J>) {
             const std::size_t n = count_of_[J] ? count_of_[J](key) : fixed_[J];
             if (n == 0)
               throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": aggregator input " +
                           std::to_string(J) + " expects 0 values but received one");
-            slot = detail::AggStore<InV<J>>::make(n);
-            r->mask |= bit<J>;
+            spare.store = Store::make(n);
           }
-          auto* st = slot;
-          if (st->size == st->target)
-            throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": aggregator input " +
-                        std::to_string(J) + " received more than the " + std::to_string(st->target) +
-                        " values it expects");
-          st->add(std::forward<Src>(src));
-          if (st->size == st->target) ready = satisfied(bucket, t);
-        } else {
-          if (r->mask & bit<J>)
-            throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": input " +
-                        std::to_string(J) + " received twice");
-          slot.set(std::forward<Src>(src));
-          r->mask |= bit<J>;
-          ready = satisfied(bucket, t);
+        } else if (got == Got::twice) {
+          throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": input " +
+                      std::to_string(J) + " received twice");
+        } else {  // too_many: `at` holds the count
+          throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": aggregator input " +
+                      std::to_string(J) + " received more than the " + std::to_string(at) + " values it expects");
         }
       }
-      if (ready) detail::detached_submit(ready);
+      Record* r = rec(t);
+      try {
+        if constexpr (kAgg<J>) {
+          auto* slot = ::new (static_cast<void*>(std::get<J>(r->slots)->items() + at)) detail::Slot<InV<J>>;
+          slot->set(std::forward<Src>(src));
+        } else {
+          std::get<J>(r->slots).set(std::forward<Src>(src));
+        }
+      } catch (...) {
+        // The slot holds no value (Slot::set marks it so): the task must not run. It is still counted, so that
+        // it leaves like any other: submitted (and destroyed unrun) once complete, or discarded as pending.
+        t->cancelled.store(true, std::memory_order_relaxed);  // published by the release below
+        arrive(t);
+        throw;
+      }
+      arrive(t);
     }
   }
 
-  // One more input of t is complete (under its bucket's lock): returns t, removed from the table, if it was the last.
-  static detail::Task* satisfied(detail::table::TaskTable::Locked& bucket, detail::Task* t) {
-    const std::int32_t left = t->pending.load(std::memory_order_relaxed) - 1;
-    if (left != 0) {
-      t->pending.store(left, std::memory_order_relaxed);
-      return nullptr;
-    }
-    bucket.erase(t);
+  enum class Got { reserved, no_task, no_store, twice, too_many };
+
+  /// Whether a new task can be built under the bucket lock: no callback, and a key copied without user code.
+  /// (Building it outside would cost a second lock and lookup.)
+  bool plain_new_task() const { return std::is_trivially_copyable_v<KS> && !keymap_ && !priomap_; }
+  detail::Task* new_pending_task(const KS& key) {
+    detail::Task* t = new_task(key);
+    t->pending.store(static_cast<std::int32_t>(kIn), std::memory_order_relaxed);  // one unit per input
     return t;
+  }
+
+  /// Under t's bucket lock: reserves input J of t (for an aggregator, index `at`), or says what is missing.
+  template <std::size_t J>
+  static Got reserve(detail::Task* t, detail::AggStore<InV<J>>*& store, std::size_t& at) {
+    Record* r = rec(t);
+    if constexpr (kAgg<J>) {
+      auto& slot = std::get<J>(r->slots);
+      if (!(r->mask & bit<J>)) {
+        if (!store) return Got::no_store;
+        slot = store;
+        store = nullptr;
+        r->mask |= bit<J>;
+        // The input counts one unit per value from now on. Its single unit so far is still owed, so the count
+        // cannot reach zero meanwhile; the arrivals' acq_rel decrements order this before the submission.
+        t->pending.fetch_add(static_cast<std::int32_t>(slot->target) - 1, std::memory_order_relaxed);
+      }
+      if (slot->size == slot->target) {
+        at = slot->target;
+        return Got::too_many;
+      }
+      at = slot->size++;
+      if (slot->size == slot->target) --r->open;
+    } else {
+      if (r->mask & bit<J>) return Got::twice;
+      r->mask |= bit<J>;
+      --r->open;
+    }
+    return Got::reserved;
+  }
+
+  /// A value of t has been constructed (or has failed to be). acq_rel: the last arrival sees every slot
+  /// constructed by the others, and hands them to the worker that runs the task through the queue it submits to.
+  void arrive(detail::Task* t) {
+    if (t->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) detail::detached_submit(t, graph_->anchor);
   }
 
   template <std::size_t... J>

@@ -99,19 +99,23 @@ static_assert(sizeof(Task) == 256, "the inline body fills the descriptor's last 
 // A detached task is counted as an unfinished child of an anchor task (the root of the Runtime::run that
 // executes a flow graph), so the anchor's wait covers it and its exception goes to the anchor, but it is
 // not named by any dependency record: it has no successor list, and its descriptor returns to its pool as
-// soon as it completes. Before it is submitted the front end may use these fields freely: `mark` (link in a
-// keyed task table), `n_edges` (hash bits) and `pending` (inputs still missing). All entry points must be
-// called on a worker of the anchor's runtime, inside its run.
+// soon as it completes. Its anchor is the one of the run that submits it, not of the run that allocated it: a
+// task may wait for its inputs across runs (whose roots are different descriptors). Before it is submitted
+// the front end may use these fields freely: `mark` (link in a keyed task table), `n_edges` (hash bits) and
+// `pending` (inputs still missing). All entry points must be called on a worker of the runtime, inside a
+// run.
 
-/// A descriptor from the calling worker's pool, initialised as a detached task of `anchor`; the caller installs
-/// the body (invoke/destroy, body[]) and then either submits or discards it.
-Task* detached_allocate(Task* anchor, const char* label, std::int32_t priority);
-/// t is ready. Counts it in its anchor's unfinished children (from a per-worker credit, so that usually no
-/// atomic operation on the anchor is needed) and queues it; the first task a running task submits becomes
-/// its worker's immediate successor (it runs next on this worker, unless a queued task has higher priority).
-void detached_submit(Task* t);
-/// Returns a descriptor that was allocated but never submitted (its body already destroyed). Any thread,
-/// also outside a run, as long as the runtime exists.
+/// A descriptor from the calling worker's pool, initialised as a detached task (no anchor yet); the caller
+/// installs the body (invoke/destroy, body[]) and then either submits or discards it.
+Task* detached_allocate(const char* label, std::int32_t priority);
+/// t is ready. Makes it a child of `anchor` (the root of the current run), counts it in the anchor's unfinished
+/// children (from a per-worker credit, so that usually no atomic operation on the anchor is needed) and queues
+/// it where other workers can take it while the submitting body still runs (the worker pops its own queue LIFO
+/// after the body). On a single worker, the first task a running task submits becomes its immediate successor
+/// instead (it runs next, unless a queued task has higher priority).
+void detached_submit(Task* t, Task* anchor);
+/// Returns a descriptor that was allocated but never submitted (its body already destroyed), possibly in an
+/// earlier run.
 void detached_discard(Task* t);
 /// Index of the calling worker (0 .. workers-1), or kNotAWorker for a thread that is not running a task.
 inline constexpr unsigned kNotAWorker = ~0u;
