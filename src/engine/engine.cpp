@@ -109,6 +109,7 @@ Worker::~Worker() {
 void Worker::refill() {
   free_list = remote_free.exchange(nullptr, std::memory_order_acquire);
   if (free_list) return;
+  chunks.reserve(chunks.size() + 1);  // first: the push below cannot throw and lose the chunk
   void* mem = ::operator new(sizeof(Task) * kChunkTasks, std::align_val_t{alignof(Task)});
   chunks.push_back(mem);
   Task* block = static_cast<Task*>(mem);
@@ -771,6 +772,7 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   if (tls_worker) throw std::logic_error("weft: Runtime::run called from inside a task (use Context::spawn)");
   std::lock_guard<std::mutex> serial(run_mutex_);
   Worker& w = *workers[0];
+  Task* root = w.allocate();  // first: if it throws (no memory) the runtime is left as it was
   tls_worker = &w;
   // The caller is worker 0 for the run; with WEFT_BIND=cores it is pinned for the run only.
   cpu_set_t caller_affinity;
@@ -783,7 +785,6 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   }
   sleep_cv.notify_all();
 
-  Task* root = w.allocate();
   init_task(w, root, nullptr);
   trace::on_node(w, root);
   std::exception_ptr body_error;

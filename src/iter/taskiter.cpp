@@ -159,7 +159,10 @@ struct IterLoop {
     for (Task* t : fresh)
       if (t) discard(w, t);
     if (nodes) {
-      for (std::uint32_t i = 0; i < m; ++i) release_task(w, nodes[i].task, !nodes[i].control);
+      for (std::uint32_t i = 0; i < m; ++i)
+        if (nodes[i].task) release_task(w, nodes[i].task, !nodes[i].control);
+      for (std::uint32_t x = 0; x < m_data; ++x)  // close() failed (no memory) before taking it over
+        if (!nodes[x].task) discard(w, rec[x].task);
     } else {
       for (Rec& r : rec) discard(w, r.task);
     }

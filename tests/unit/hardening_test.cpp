@@ -125,8 +125,9 @@ TEST(Hardening, ThrowingBodyCopyDoesNotLeak) {
   });
   EXPECT_EQ(caught, n);
   EXPECT_EQ(rt.stats().tasks_created, 0u);
-  if (!weft_test::kSanitized)  // (ASan keeps freed memory in quarantine; it checks leaks itself)
+  if (!weft_test::kSanitized) {  // (ASan keeps freed memory in quarantine; it checks leaks itself)
     EXPECT_LT(rss_mib() - before, 16.0) << "descriptors of failed spawns were not recycled";
+  }
 }
 
 // A fixed-count taskiter that fails at iteration 0 stops releasing instances: it does not replay the
