@@ -213,7 +213,10 @@ inline void init_task(Worker&, Task* t, Task* parent) {
 }
 /// t is ready: queue it on w.
 inline void schedule(Worker& w, Task* t) {
-  WEFT_ASSERT(t->pending.load(std::memory_order_relaxed) == 0 || (t->flags & (kPersistent | kDetached)));
+  // Ready: pending reached 0, or its one predecessor released it without the atomic (n_edges == 1); taskiter
+  // and flow tasks count elsewhere.
+  WEFT_ASSERT(t->pending.load(std::memory_order_relaxed) == 0 || t->n_edges == 1 ||
+              (t->flags & (kPersistent | kDetached)));
   WEFT_ASSERT(t->succ_head.load(std::memory_order_relaxed) != kClosed);  // not finished
   if (t->priority == 0)
     w.deque.push(t);
