@@ -93,25 +93,51 @@ constexpr void check_not_pointer() {
 }
 }  // namespace detail
 
-#define WEFT_DEFINE_ACCESS_(name)                                                         \
-  template <class T>                                                                      \
-  constexpr Access name(const T& object) {                                                \
-    detail::check_not_pointer<T>();                                                       \
-    return {std::addressof(object), sizeof(T), AccessMode::name};                         \
-  }                                                                                       \
-  template <class T>                                                                      \
-  constexpr Access name(const T* first, std::size_t count) {                              \
-    return {first, count * sizeof(T), AccessMode::name};                                  \
-  }
-WEFT_DEFINE_ACCESS_(in)
-WEFT_DEFINE_ACCESS_(out)
-WEFT_DEFINE_ACCESS_(inout)
-WEFT_DEFINE_ACCESS_(inoutset)
-WEFT_DEFINE_ACCESS_(commutative)
-WEFT_DEFINE_ACCESS_(weak_in)
-WEFT_DEFINE_ACCESS_(weak_out)
-WEFT_DEFINE_ACCESS_(weak_inout)
-#undef WEFT_DEFINE_ACCESS_
+namespace detail {
+template <AccessMode M, class T>
+constexpr Access access_to(const T& object) {
+  check_not_pointer<T>();
+  return {std::addressof(object), sizeof(T), M};
+}
+template <AccessMode M, class T>
+constexpr Access access_to(const T* first, std::size_t count) {
+  return {first, count * sizeof(T), M};
+}
+}  // namespace detail
+
+/// Access clauses: mode(object) names the object, mode(first, count) the count elements starting at first.
+template <class T>
+constexpr Access in(const T& object) { return detail::access_to<AccessMode::in>(object); }
+template <class T>
+constexpr Access in(const T* first, std::size_t count) { return detail::access_to<AccessMode::in>(first, count); }
+template <class T>
+constexpr Access out(const T& object) { return detail::access_to<AccessMode::out>(object); }
+template <class T>
+constexpr Access out(const T* first, std::size_t count) { return detail::access_to<AccessMode::out>(first, count); }
+template <class T>
+constexpr Access inout(const T& object) { return detail::access_to<AccessMode::inout>(object); }
+template <class T>
+constexpr Access inout(const T* first, std::size_t count) { return detail::access_to<AccessMode::inout>(first, count); }
+template <class T>
+constexpr Access inoutset(const T& object) { return detail::access_to<AccessMode::inoutset>(object); }
+template <class T>
+constexpr Access inoutset(const T* first, std::size_t count) { return detail::access_to<AccessMode::inoutset>(first, count); }
+template <class T>
+constexpr Access commutative(const T& object) { return detail::access_to<AccessMode::commutative>(object); }
+template <class T>
+constexpr Access commutative(const T* first, std::size_t count) { return detail::access_to<AccessMode::commutative>(first, count); }
+template <class T>
+constexpr Access weak_in(const T& object) { return detail::access_to<AccessMode::weak_in>(object); }
+template <class T>
+constexpr Access weak_in(const T* first, std::size_t count) { return detail::access_to<AccessMode::weak_in>(first, count); }
+template <class T>
+constexpr Access weak_out(const T& object) { return detail::access_to<AccessMode::weak_out>(object); }
+template <class T>
+constexpr Access weak_out(const T* first, std::size_t count) { return detail::access_to<AccessMode::weak_out>(first, count); }
+template <class T>
+constexpr Access weak_inout(const T& object) { return detail::access_to<AccessMode::weak_inout>(object); }
+template <class T>
+constexpr Access weak_inout(const T* first, std::size_t count) { return detail::access_to<AccessMode::weak_inout>(first, count); }
 
 /// Scheduling priority of a task (larger runs earlier among ready tasks of a worker).
 struct priority {

@@ -12,7 +12,7 @@ void BravoLock::lock() {
   // Readers that published their flag before seeing `writer_` are inside; wait for them to leave. Readers
   // arriving now see `writer_` and queue on the underlying lock.
   for (unsigned i = 0; i < n_; ++i)
-    while (flags_[i].active.load(std::memory_order_seq_cst)) WEFT_FLOW_PAUSE();
+    while (flags_[i].active.load(std::memory_order_seq_cst)) cpu_relax();
 }
 
 void BravoLock::unlock() {

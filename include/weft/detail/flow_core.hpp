@@ -441,19 +441,23 @@ template <class M>
 struct member_params {
   static constexpr bool known = false;
 };
-#define WEFT_FLOW_MEMBER_PARAMS_(quals)                       \
-  template <class R, class C, class... A>                     \
-  struct member_params<R (C::*)(A...) quals> {                \
-    static constexpr bool known = true;                       \
-    using type = std::tuple<A...>;                            \
-  };
-WEFT_FLOW_MEMBER_PARAMS_()
-WEFT_FLOW_MEMBER_PARAMS_(const)
-WEFT_FLOW_MEMBER_PARAMS_(noexcept)
-WEFT_FLOW_MEMBER_PARAMS_(const noexcept)
-WEFT_FLOW_MEMBER_PARAMS_(&)
-WEFT_FLOW_MEMBER_PARAMS_(const&)
-#undef WEFT_FLOW_MEMBER_PARAMS_
+template <class... A>
+struct known_params {
+  static constexpr bool known = true;
+  using type = std::tuple<A...>;
+};
+template <class R, class C, class... A>
+struct member_params<R (C::*)(A...)> : known_params<A...> {};
+template <class R, class C, class... A>
+struct member_params<R (C::*)(A...) const> : known_params<A...> {};
+template <class R, class C, class... A>
+struct member_params<R (C::*)(A...) noexcept> : known_params<A...> {};
+template <class R, class C, class... A>
+struct member_params<R (C::*)(A...) const noexcept> : known_params<A...> {};
+template <class R, class C, class... A>
+struct member_params<R (C::*)(A...) &> : known_params<A...> {};
+template <class R, class C, class... A>
+struct member_params<R (C::*)(A...) const&> : known_params<A...> {};
 
 /// Parameter types of F: its call operator, or the instantiation of a call operator template whose only template
 /// parameter is the `auto& out` parameter (as in `[](const int& k, double x, auto& out)`), or a function.

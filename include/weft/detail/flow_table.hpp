@@ -22,14 +22,15 @@
 
 #include "weft/detail/task.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define WEFT_FLOW_PAUSE() _mm_pause()
-#else
-#define WEFT_FLOW_PAUSE() ((void)0)
-#endif
 
 namespace weft::detail::flow {
+
+/// A spin-wait hint to the processor (x86 `pause`), without the intrinsics header in every user file.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 /// Reader-biased reader-writer lock (Dice and Kogan, BRAVO, USENIX ATC'19), one reader flag per worker. A reader
 /// publishes its flag, then checks that no writer is present (one exchange: the store must be ordered before
@@ -207,7 +208,7 @@ class TaskTable {
   static void lock_bucket(Bucket& b) {
     while (b.lock.exchange(1, std::memory_order_acquire)) {
       do {
-        WEFT_FLOW_PAUSE();
+        cpu_relax();
       } while (b.lock.load(std::memory_order_relaxed));
     }
   }
