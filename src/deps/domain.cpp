@@ -388,6 +388,26 @@ inline Group group_of(AccessMode m) {
   return m == AccessMode::inoutset ? kInoutset : m == AccessMode::commutative ? kCommutative : kNoGroup;
 }
 
+// Phase 2, the plain cases: a read waits for the writer and joins the readers; a write waits for the readers
+// since the writer, else for the writer, and becomes the writer.
+[[gnu::always_inline]] inline void read_access(Record& r, Task* accessor, TaskBuffer& cands) {
+  if (r.writer) cands.push_reserved(r.writer);
+  r.readers.push_back(accessor);  // room made by phase 1
+  add_ref(accessor);
+}
+[[gnu::always_inline]] inline void write_access(Task* producer, Record& r, Task* accessor, TaskBuffer& cands) {
+  if (!r.readers.empty()) {
+    for (Task* rd : r.readers) {
+      cands.push_reserved(rd);
+      release(producer, rd);
+    }
+    r.readers.clear();
+  } else if (r.writer) {
+    cands.push_reserved(r.writer);
+  }
+  set_writer(producer, r, accessor);
+}
+
 // Phase 2: record update for one access by `accessor`; predecessors of `target` (accessor, or its weak node)
 // are appended to `cands`. Allocates nothing: phase 1 made room in the lists and buffers and prepared the nodes.
 [[gnu::always_inline]] inline void access(Worker& w, Task* producer, Record& r, Task* accessor, AccessMode mode,
@@ -396,25 +416,14 @@ inline Group group_of(AccessMode m) {
     case AccessMode::in:
     case AccessMode::weak_in:
       close_group(w, producer, r, plan);
-      if (r.writer) cands.push_reserved(r.writer);
-      r.readers.push_back(accessor);
-      add_ref(accessor);
+      read_access(r, accessor, cands);
       return;
     case AccessMode::out:
     case AccessMode::inout:
     case AccessMode::weak_out:
     case AccessMode::weak_inout:
       close_group(w, producer, r, plan);
-      if (!r.readers.empty()) {
-        for (Task* rd : r.readers) {
-          cands.push_reserved(rd);
-          release(producer, rd);
-        }
-        r.readers.clear();
-      } else if (r.writer) {
-        cands.push_reserved(r.writer);
-      }
-      set_writer(producer, r, accessor);
+      write_access(producer, r, accessor, cands);
       return;
     case AccessMode::inoutset:
     case AccessMode::commutative: {
@@ -615,23 +624,10 @@ void free_held(Worker& w, Task*& held) {
   TaskBuffer& cands = w.scratch;
   if (!special) {  // plain in/out/inout accesses, no group open: access() without the group and weak cases
     for (std::size_t i = 0; i < n; ++i) {
-      Record& r = *plans[i].r;
-      if (plans[i].access->mode == AccessMode::in) {
-        if (r.writer) cands.push_reserved(r.writer);
-        r.readers.push_back(t);
-        add_ref(t);
-      } else {
-        if (!r.readers.empty()) {
-          for (Task* rd : r.readers) {
-            cands.push_reserved(rd);
-            release(parent, rd);
-          }
-          r.readers.clear();
-        } else if (r.writer) {
-          cands.push_reserved(r.writer);
-        }
-        set_writer(parent, r, t);
-      }
+      if (plans[i].access->mode == AccessMode::in)
+        read_access(*plans[i].r, t, cands);
+      else
+        write_access(parent, *plans[i].r, t, cands);
     }
     return link(w, t, cands.data(), cands.size());
   }

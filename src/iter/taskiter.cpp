@@ -480,7 +480,7 @@ bool complete_persistent(Worker& w, Task* t, bool failed, Task*& best) {
   // Re-arm this parity for (v, p + 2) before anything is released (see the proof at the top).
   if (v.rearm > 1) v.pending[p & 1].store(v.rearm, std::memory_order_relaxed);
   const bool gates = v.open;
-  bool handed_on = false;
+  Task* heir = nullptr;  // the first instance released: it takes over (v, p)'s count, once the loop is done
   for (std::uint32_t i = 0; i < v.n_succ; ++i) {
     const Succ& e = v.succ[i];
     IterNode& s = *e.node;
@@ -492,16 +492,28 @@ bool complete_persistent(Worker& w, Task* t, bool failed, Task*& best) {
     const std::int32_t need = q == 0 ? s.first : s.rearm;
     // A single predecessor needs no atomic: nobody else counts for that instance.
     if (need == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // The first instance released takes over (v, p)'s count; the others are counted anew ((v, p) is still
-      // counted meanwhile: the owner cannot complete).
-      if (handed_on)
+      // The others are counted anew ((v, p) is still counted meanwhile: the owner cannot complete).
+      if (heir) {
         count_new_child(w, L.owner);
-      else
-        handed_on = true;
-      offer(w, s.task, best);
+        offer(w, s.task, best);
+      } else {
+        heir = s.task;
+      }
     }
   }
-  return handed_on;
+  if (!heir) return false;
+  // Last: once the heir can run, (v, p) is no longer counted, and the heir may finish the loop (and free this
+  // graph) at once on another worker. Nothing of the loop is touched after this. The heir is preferred as the
+  // immediate successor, as if it had been offered first.
+  if (!w.immediate_successor) {
+    schedule(w, heir);
+  } else if (!best || heir->priority >= best->priority) {
+    if (best) schedule(w, best);
+    best = heir;
+  } else {
+    schedule(w, heir);
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------------------
