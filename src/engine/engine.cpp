@@ -23,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string>
+#include <unordered_set>
 #include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -685,6 +687,14 @@ void detached_submit(Task* t, Task* anchor) {
 }
 
 void detached_discard(Task* t) { free_task(*tls_worker, t); }
+
+const char* intern_label(const char* name) {
+  static std::mutex m;
+  static std::unordered_set<std::string>* names = new std::unordered_set<std::string>;  // never freed: labels
+                                                                                       // outlive every Runtime
+  std::lock_guard<std::mutex> g(m);
+  return names->insert(name).first->c_str();  // node-based: the string never moves
+}
 
 unsigned current_worker_index() noexcept { return tls_worker ? tls_worker->id : kNotAWorker; }
 

@@ -23,6 +23,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   TT(Body body, const std::tuple<In...>& ins, const std::tuple<Out...>& outs, std::string name)
       : body_(std::move(body)), out_(make_outs(outs, std::index_sequence_for<Out...>{})) {
     name_ = std::move(name);
+    label_ = weft::detail::intern_label(name_.c_str());  // a trace may be written after this task is gone
     connect_inputs(ins, std::index_sequence_for<In...>{});
     std::apply([&](const auto&... e) { (keep(e.state(), false), ...); }, outs);
   }
@@ -237,7 +238,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
         throw error("weft::flow: the keymap of '" + name_ + "' maps key " + detail::key_string(key) +
                     " to process " + std::to_string(owner) + ", but the graph runs on one process (process 0)");
     }
-    detail::Task* t = detail::detached_allocate(name_.c_str(), priomap_ ? priomap_(key) : 0);
+    detail::Task* t = detail::detached_allocate(label_, priomap_ ? priomap_(key) : 0);
     void* mem = t->body;
     if constexpr (!kInline) {
       mem = detail::allocate_large_body(sizeof(Record), alignof(Record));
@@ -521,6 +522,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   using InVData = std::decay_t<A>;
 
   Body body_;
+  const char* label_;  ///< name_, interned: the label of its tasks
   out_type out_;
   std::vector<std::shared_ptr<void>> held_;  ///< the edges, alive as long as this task
   std::function<std::size_t(const KS&)> count_of_[kIn];

@@ -108,6 +108,9 @@ static_assert(sizeof(Task) == 256, "the inline body fills the descriptor's last 
 /// A descriptor from the calling worker's pool, initialised as a detached task (no anchor yet); the caller
 /// installs the body (invoke/destroy, body[]) and then either submits or discards it.
 Task* detached_allocate(const char* label, std::int32_t priority);
+/// A copy of `name` that lives as long as the process (one per distinct name): labels of tasks whose names
+/// belong to front-end objects, since profiles and traces read labels after those objects may be gone.
+const char* intern_label(const char* name);
 /// t is ready. Makes it a child of `anchor` (the root of the current run), counts it in the anchor's unfinished
 /// children (from a per-worker credit, so that usually no atomic operation on the anchor is needed) and queues
 /// it where other workers can take it while the submitting body still runs (the worker pops its own queue LIFO
