@@ -587,14 +587,11 @@ void free_held(Worker& w, Task*& held) {
         }
         continue;
       }
-      if (!special) {
-        special = true;
-        for (std::size_t j = 0; j < i; ++j) plans[j].close_node = plans[j].start_node = plans[j].weak_node = nullptr;
-      }
+      special = true;
       p.close_node = p.start_node = p.weak_node = nullptr;
       prepare_special(w, parent, p, held, strong_cands, weak_cands, node_preds, n_weak, n_comm);
     }
-    if (special)
+    if (special)  // the plain accesses' plans, which phase 2's general loop also reads: no nodes
       for (std::size_t i = 0; i < n; ++i)
         if (acc[i].mode <= AccessMode::inout && plans[i].r->group == kNoGroup)
           plans[i].close_node = plans[i].start_node = plans[i].weak_node = nullptr;
