@@ -112,6 +112,30 @@ struct Stats {
   std::uint64_t exceptions_dropped = 0;  ///< exceptions not rethrown because an earlier one was pending
 };
 
+/// Every counter of Stats with its name (as in profiles' JSON), in declaration order: the one list that
+/// sums, differences and profile output iterate. A counter added to Stats is added here too.
+struct StatsField {
+  const char* name;
+  std::uint64_t Stats::*member;
+};
+inline constexpr StatsField kStatsFields[] = {
+    {"tasks_created", &Stats::tasks_created},
+    {"tasks_executed", &Stats::tasks_executed},
+    {"tasks_cancelled", &Stats::tasks_cancelled},
+    {"tasks_stolen", &Stats::tasks_stolen},
+    {"immediate_successor", &Stats::immediate_successor},
+    {"edges_created", &Stats::edges_created},
+    {"edges_pruned_finished", &Stats::edges_pruned_finished},
+    {"edges_pruned_duplicate", &Stats::edges_pruned_duplicate},
+    {"edges_saved_inoutset", &Stats::edges_saved_inoutset},
+    {"internal_nodes", &Stats::internal_nodes},
+    {"throttle_stalls", &Stats::throttle_stalls},
+    {"exceptions_dropped", &Stats::exceptions_dropped},
+};
+static_assert(sizeof(Stats) == sizeof(kStatsFields) / sizeof(kStatsFields[0]) * sizeof(std::uint64_t),
+              "weft: a Stats counter is missing from kStatsFields");
+
+
 class Runtime {
  public:
   /// Configured from the environment. A malformed WEFT_* variable (or a profile / trace file that cannot be

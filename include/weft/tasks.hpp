@@ -173,6 +173,40 @@ void invoke_body(F& f, Context& cx) {
     f();
 }
 
+// The body operations of a body type: kept in the descriptor (inline) when it fits, else on the heap.
+template <class Fn>
+struct InlineBody {
+  static Fn* get(Task* t) { return std::launder(reinterpret_cast<Fn*>(t->body)); }
+  static void run(Task* t, Context& cx) { invoke_body(*get(t), cx); }
+  static void run_once(Task* t, Context& cx) {
+    struct Destroy {
+      Fn* p;
+      ~Destroy() { p->~Fn(); }
+    } guard{get(t)};  // destroyed even when the body throws
+    invoke_body(*guard.p, cx);
+  }
+  static void destroy(Task* t) { get(t)->~Fn(); }
+  static constexpr BodyOps ops{&run_once, &run, &destroy};
+};
+template <class Fn>
+struct HeapBody {
+  static Fn* get(Task* t) { return static_cast<Fn*>(*reinterpret_cast<void**>(t->body)); }
+  static void run(Task* t, Context& cx) { invoke_body(*get(t), cx); }
+  static void free(Fn* p) {
+    p->~Fn();
+    free_large_body(p, sizeof(Fn), alignof(Fn));
+  }
+  static void run_once(Task* t, Context& cx) {
+    struct Destroy {
+      Fn* p;
+      ~Destroy() { free(p); }
+    } guard{get(t)};
+    invoke_body(*guard.p, cx);
+  }
+  static void destroy(Task* t) { free(get(t)); }
+  static constexpr BodyOps ops{&run_once, &run, &destroy};
+};
+
 template <class F>
 void install_body(Task* t, F&& f) {
   using Fn = std::decay_t<F>;
@@ -180,19 +214,7 @@ void install_body(Task* t, F&& f) {
                 "weft: a task body must be callable as body() or body(weft::Context&)");
   if constexpr (sizeof(Fn) <= kInlineBody && alignof(Fn) <= 16) {
     ::new (static_cast<void*>(t->body)) Fn(std::forward<F>(f));
-    t->invoke = [](Task* self, Context& cx) {
-      Fn* fn = std::launder(reinterpret_cast<Fn*>(self->body));
-      if (self->flags & kPersistent) [[unlikely]] {  // taskiter vertex: runs again, destroyed with the graph
-        invoke_body(*fn, cx);
-        return;
-      }
-      struct Destroy {
-        Fn* p;
-        ~Destroy() { p->~Fn(); }
-      } guard{fn};  // destroyed even when the body throws
-      invoke_body(*fn, cx);
-    };
-    t->destroy = [](Task* self) { std::launder(reinterpret_cast<Fn*>(self->body))->~Fn(); };
+    t->body_ops = &InlineBody<Fn>::ops;
   } else {
     void* mem = allocate_large_body(sizeof(Fn), alignof(Fn));
     try {
@@ -202,26 +224,7 @@ void install_body(Task* t, F&& f) {
       throw;
     }
     *reinterpret_cast<void**>(t->body) = mem;
-    t->invoke = [](Task* self, Context& cx) {
-      Fn* fn = static_cast<Fn*>(*reinterpret_cast<void**>(self->body));
-      if (self->flags & kPersistent) [[unlikely]] {
-        invoke_body(*fn, cx);
-        return;
-      }
-      struct Destroy {
-        Fn* p;
-        ~Destroy() {
-          p->~Fn();
-          free_large_body(p, sizeof(Fn), alignof(Fn));
-        }
-      } guard{fn};
-      invoke_body(*fn, cx);
-    };
-    t->destroy = [](Task* self) {
-      Fn* fn = static_cast<Fn*>(*reinterpret_cast<void**>(self->body));
-      fn->~Fn();
-      free_large_body(fn, sizeof(Fn), alignof(Fn));
-    };
+    t->body_ops = &HeapBody<Fn>::ops;
   }
 }
 
@@ -305,14 +308,13 @@ class Context {
   unsigned worker_id() const;
   unsigned num_workers() const;
 
-  Context(detail::Task* task, detail::Worker* worker) : task_(task), worker_(worker) {}
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  detail::Task* task() const { return task_; }
-  detail::Worker* worker() const { return worker_; }
-
  private:
+  friend struct detail::ContextAccess;  // the runtime creates Contexts and reads what they stand for
+  Context(detail::Task* task, detail::Worker* worker) : task_(task), worker_(worker) {}
+
   template <class C>
   static void add_clause(Access* acc, std::size_t& i, detail::SpawnAttrs& attrs, C&& c) {
     using D = std::decay_t<C>;
@@ -332,6 +334,15 @@ class Context {
   detail::Task* task_;
   detail::Worker* worker_;
 };
+
+namespace detail {
+/// The runtime's access to a Context (not part of the API).
+struct ContextAccess {
+  static Context make(Task* t, Worker* w) { return Context(t, w); }
+  static Task* task(const Context& cx) { return cx.task_; }
+  static Worker* worker(const Context& cx) { return cx.worker_; }
+};
+}  // namespace detail
 
 }  // namespace weft
 

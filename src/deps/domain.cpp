@@ -31,7 +31,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/engine.hpp"
+#include "deps/deps.hpp"
 #include "trace/hooks.hpp"
 
 namespace weft::detail {
@@ -73,11 +73,11 @@ struct Record {
 // Weak nodes are owned by the task whose weak access they stand for and freed with it: records name them
 // without counting.
 inline void add_ref(Task* t) {
-  if (!(t->flags & kWeakNode)) ++t->record_refs;
+  if (t->kind != &kWeakNode) ++t->record_refs;
 }
 
 inline void release(Task* producer, Task* t) {
-  if (t->flags & kWeakNode) return;
+  if (t->kind == &kWeakNode) return;
   WEFT_ASSERT(t->record_refs > 0);
   if (--t->record_refs == 0) retire(producer, t);
 }
@@ -350,11 +350,10 @@ Task* make_node(Worker& w, Task* producer, Task*& prepared, Task* const* preds, 
   WEFT_ASSERT(prepared != nullptr);  // phase 1 foresaw this node
   Task* n = prepared;
   prepared = nullptr;
-  init_task(w, n, producer);
+  init_task(w, n, producer, &kJoinNode);
   trace::on_node(w, n);
-  n->flags = kNode;
   ++w.counters.internal_nodes;
-  w.counters.edges_saved_inoutset -= static_cast<std::int64_t>(k);  // n*(m-1) - m in the end
+  w.counters.edges_saved_inoutset -= k;  // n*(m-1) - m in the end (modulo 2^64: see Counters)
   n->joined = static_cast<std::uint32_t>(k);
   TaskBuffer& cands = w.node_scratch;  // link() consumes its candidates: a copy (room made by phase 1)
   cands.clear();
@@ -447,7 +446,7 @@ inline Group group_of(AccessMode m) {
       r.members.push_back(accessor);
       add_ref(accessor);
       if (g == kCommutative) {
-        accessor->flags |= kHasComm;
+        accessor->kind = &kCommutativeTask;
         accessor->comm[accessor->n_comm++] = r.lock;  // array sized by phase 1
       }
       return;
@@ -546,7 +545,7 @@ void free_held(Worker& w, Task*& held) {
   while (held) {
     Task* x = held;
     held = x->retired_next;
-    free_task(w, x);
+    free_dependency_task(w, x);
   }
 }
 
@@ -638,9 +637,8 @@ void free_held(Worker& w, Task*& held) {
     // Weak access: t is recorded as the accessor, but the predecessors gate a node its children will wait on.
     Task* node = p.weak_node;
     p.weak_node = nullptr;
-    init_task(w, node, t);
+    init_task(w, node, t, &kWeakNode);
     trace::on_node(w, node);
-    node->flags = kNode | kWeakNode;
     ++w.counters.internal_nodes;
     TaskBuffer& wc = w.weak_scratch;
     wc.clear();
@@ -706,8 +704,8 @@ void writers_of(Worker& w, Task* parent, const void* address) {
 void destroy_domain(Worker& w, Task* t) {
   Domain* d = t->domain;
   auto drop = [&](Task* x) {
-    if (!x || (x->flags & kWeakNode)) return;
-    if (--x->record_refs == 0) free_task(w, x);  // every child has finished
+    if (!x || x->kind == &kWeakNode) return;
+    if (--x->record_refs == 0) free_dependency_task(w, x);  // every child has finished
   };
   for (Record& r : d->records) {
     drop(r.writer);
@@ -721,7 +719,7 @@ void destroy_domain(Worker& w, Task* t) {
 }
 
 void destroy_weak_links(Worker& w, Task* t) {
-  for (std::uint8_t k = 0; k < t->n_weak; ++k) free_task(w, t->weak[k].node);
+  for (std::uint8_t k = 0; k < t->n_weak; ++k) free_dependency_task(w, t->weak[k].node);
   delete[] t->weak;
   t->weak = nullptr;
   t->n_weak = 0;

@@ -12,7 +12,7 @@
 //  * succ_head - successor list, closed (kClosed) by one exchange when the task completes. After that exchange
 //               the completing thread never touches the descriptor again, so the producer may recycle it as soon
 //               as it sees kClosed and no record names it.
-#include "engine/engine.hpp"
+#include "engine/kind.hpp"
 #include "trace/hooks.hpp"
 #include "trace/recorder.hpp"
 
@@ -45,15 +45,6 @@ void internal_check_failed(const char* cond, const char* file, int line) noexcep
 
 namespace {
 constexpr std::uint32_t kChunkTasks = 64;
-constexpr std::uint32_t kSweepAt = 64;  // retirements between two recycling passes
-
-// Published children of p not finished yet, as seen by worker w (its own batched completions included).
-inline std::int64_t unfinished_children(const Worker& w, const Task* p) {
-  // The low 32 bits of alive hold kAliveGuard + published - finished (never borrows: see kAliveGuard).
-  const std::int64_t n =
-      static_cast<std::int64_t>(static_cast<std::uint32_t>(p->alive.load(std::memory_order_acquire))) - kAliveGuard;
-  return w.counted_parent == p ? n - w.counted : n;
-}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
@@ -62,40 +53,15 @@ inline std::int64_t unfinished_children(const Worker& w, const Task* p) {
 
 Counters operator-(const Counters& a, const Counters& b) {
   Counters d;
-  d.tasks_created = a.tasks_created - b.tasks_created;
-  d.tasks_executed = a.tasks_executed - b.tasks_executed;
-  d.tasks_cancelled = a.tasks_cancelled - b.tasks_cancelled;
-  d.tasks_stolen = a.tasks_stolen - b.tasks_stolen;
-  d.immediate_successor = a.immediate_successor - b.immediate_successor;
-  d.edges_created = a.edges_created - b.edges_created;
-  d.edges_pruned_finished = a.edges_pruned_finished - b.edges_pruned_finished;
-  d.edges_pruned_duplicate = a.edges_pruned_duplicate - b.edges_pruned_duplicate;
-  d.internal_nodes = a.internal_nodes - b.internal_nodes;
-  d.throttle_stalls = a.throttle_stalls - b.throttle_stalls;
-  d.exceptions_dropped = a.exceptions_dropped - b.exceptions_dropped;
-  d.edges_saved_inoutset = a.edges_saved_inoutset - b.edges_saved_inoutset;
+  for (const StatsField& f : kStatsFields) d.*f.member = a.*f.member - b.*f.member;  // modulo 2^64: see Counters
   return d;
 }
 
 Stats sum_stats(const Counters* cs, std::size_t n) {
   Stats s;
-  std::int64_t saved = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const Counters& c = cs[i];
-    s.tasks_created += c.tasks_created;
-    s.tasks_executed += c.tasks_executed;
-    s.tasks_cancelled += c.tasks_cancelled;
-    s.tasks_stolen += c.tasks_stolen;
-    s.immediate_successor += c.immediate_successor;
-    s.edges_created += c.edges_created;
-    s.edges_pruned_finished += c.edges_pruned_finished;
-    s.edges_pruned_duplicate += c.edges_pruned_duplicate;
-    saved += c.edges_saved_inoutset;
-    s.internal_nodes += c.internal_nodes;
-    s.throttle_stalls += c.throttle_stalls;
-    s.exceptions_dropped += c.exceptions_dropped;
-  }
-  s.edges_saved_inoutset = saved > 0 ? static_cast<std::uint64_t>(saved) : 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (const StatsField& f : kStatsFields) s.*f.member += cs[i].*f.member;
+  if (static_cast<std::int64_t>(s.edges_saved_inoutset) < 0) s.edges_saved_inoutset = 0;
   return s;
 }
 
@@ -122,86 +88,15 @@ void Worker::refill() {
   }
 }
 
-// A free descriptor keeps these fields zero, so that allocation sets only what varies (init_task): unpublished,
-// retired_*, domain, weak, n_weak, comm, n_comm, error, record_refs, extra_edges. Completion and the domain
-// code restore them; free_task restores the rest.
-namespace {
-[[gnu::noinline]] void free_extras(Worker& w, Task* t) {
-  if (t->extra_edges) {
-    delete[] t->extra_edges;
-    t->extra_edges = nullptr;
-  }
-  if (t->weak) destroy_weak_links(w, t);
-  if (t->comm) {
-    delete[] t->comm;
-    t->comm = nullptr;
-    t->n_comm = 0;
-  }
-}
-[[gnu::noinline]] void free_remote(Worker& w, Task* t) {
+// Other workers' descriptors go back to their owner's remote list (release: the owner's exchange in refill
+// acquires the descriptors' last state).
+void free_remote(Worker& w, Task* t) {
   Worker& o = *w.engine->workers[t->owner];
   Task* head = o.remote_free.load(std::memory_order_relaxed);
   do {
     t->retired_next = head;
   } while (!o.remote_free.compare_exchange_weak(head, t, std::memory_order_release, std::memory_order_relaxed));
 }
-}  // namespace
-
-void free_task(Worker& w, Task* t) {
-  WEFT_ASSERT(t->record_refs == 0 && !t->domain && !t->retired_head && t->unpublished == 0 &&
-              !t->has_error.load(std::memory_order_relaxed));
-  if (t->extra_edges || t->weak || t->comm) [[unlikely]]
-    free_extras(w, t);
-  if (t->owner == w.id) [[likely]]
-    w.free_local(t);
-  else
-    free_remote(w, t);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Retired children: no record names them any more (retire, engine.hpp); recycled once finished (producer
-// thread only).
-// ---------------------------------------------------------------------------------------------------------
-
-namespace {
-
-// Frees finished retired children: the oldest first (cheap, and enough when children finish in order), and the
-// whole list when it has grown well beyond the throttling bound (children finishing out of order).
-void sweep_retired(Worker& w, Task* p, bool full) {
-  while (p->retired_head && finished(p->retired_head)) {
-    Task* t = p->retired_head;
-    p->retired_head = t->retired_next;
-    --p->retired_count;
-    free_task(w, t);
-  }
-  if (!p->retired_head) p->retired_tail = nullptr;
-  if (!full) return;
-  Task* prev = nullptr;
-  for (Task* t = p->retired_head; t;) {
-    Task* nx = t->retired_next;
-    if (finished(t)) {
-      (prev ? prev->retired_next : p->retired_head) = nx;
-      --p->retired_count;
-      free_task(w, t);
-    } else {
-      prev = t;
-    }
-    t = nx;
-  }
-  p->retired_tail = prev;
-}
-
-void free_children(Worker& w, Task* t) {
-  for (Task* c = t->retired_head; c;) {
-    Task* nx = c->retired_next;
-    free_task(w, c);
-    c = nx;
-  }
-  t->retired_head = t->retired_tail = nullptr;
-  t->retired_count = 0;
-  if (t->domain) destroy_domain(w, t);
-}
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
 // Scheduling
@@ -354,8 +249,6 @@ void Engine::wake_all() {
 // Completion
 // ---------------------------------------------------------------------------------------------------------
 
-void flush_completions(Worker& w);
-
 namespace {
 
 constexpr std::uint32_t kCountBatch = 64;
@@ -384,14 +277,16 @@ inline void count_finished_child(Worker& w, Task* p, std::vector<Task*>& todo) {
   }
 }
 
-// The body ended without rethrowing a child's exception: the task fails with it. The flag, not only complete()'s
-// local: a successor linked after the list is closed finds t finished and reads `cancelled` (the closing
-// exchange publishes it), so it is cancelled whatever the timing.
-[[gnu::noinline]] void fail_with_child_error(Worker& w, Task* t) {
+}  // namespace
+
+// The flag, not only the successors' poison: a successor linked after the list is closed finds t finished and
+// reads `cancelled` (the closing exchange publishes it), so it is cancelled whatever the timing.
+void fail_with_child_error(Worker& w, Task* t) {
   std::exception_ptr e = take_child_error(w, t);
   t->cancelled.store(true, std::memory_order_relaxed);
   if (t->parent && e) record_error(w, t->parent, std::move(e));
 }
+
 
 // Completes tasks whose body (if any), children and weak nodes are all done; then, transitively, the join
 // nodes they ready and the parents whose last child they were. Iterative: no recursion along node chains.
@@ -403,49 +298,13 @@ void complete(Worker& w, Task* t) {
   const std::size_t base = todo.size(), done_base = done_children.size();
   Task* best = nullptr;
   for (;;) {
-    Task* const parent = t->parent;
-    const std::uint8_t flags = t->flags;
-    bool poison = t->cancelled.load(std::memory_order_relaxed);
-    if (!(flags & kNode)) {
-      if (t->retired_head || t->domain) free_children(w, t);
-      if (t->has_error.load(std::memory_order_acquire)) [[unlikely]] {
-        fail_with_child_error(w, t);
-        poison = true;
-      }
-    }
-    EdgeNode* e = nullptr;
-    bool handed_on = false;  // a taskiter vertex whose count went to an instance it released
-    if (flags & kPersistent) [[unlikely]]
-      handed_on = complete_persistent(w, t, poison, best);  // a taskiter vertex: re-armed, releases its successors
-    else  // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
-      e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
-    WEFT_ASSERT(reinterpret_cast<std::uintptr_t>(e) != kClosed);  // completed once
-    while (e) {
-      Task* s = e->succ;
-      EdgeNode* nx = e->next;  // read before releasing s: s may run, finish and be recycled right after
-      if (poison) s->cancelled.store(true, std::memory_order_relaxed);
-      WEFT_ASSERT(s->pending.load(std::memory_order_relaxed) >= 1 && s->n_edges >= 1);
-      // A successor with a single predecessor needs no atomic: no one else decrements its count.
-      if (s->n_edges == 1 || s->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        if (s->flags & kNode)
-          todo.push_back(s);
-        else
-          offer(w, s, best);
-      }
-      e = nx;
-    }
-    if (parent && !handed_on) {
-      if (!(flags & kNode)) {
-        if (todo.size() == base && done_children.size() == done_base)
-          count_finished_child(w, parent, todo);  // no node readied: count it now
-        else
-          done_children.push_back(parent);  // counted once the nodes readied above have completed
-      } else if (flags & kWeakNode) {
-        // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not
-        // started, and its successors).
-        if (poison) parent->cancelled.store(true, std::memory_order_relaxed);
-        if (parent->alive.fetch_sub(kWeakUnit, std::memory_order_acq_rel) == kWeakUnit) todo.push_back(parent);
-      }
+    Task* const parent = t->parent;  // read first: once completed, t may be recycled
+    WEFT_ASSERT(t->kind->complete);
+    if (t->kind->complete(w, t, best, todo) && parent) {
+      if (todo.size() == base && done_children.size() == done_base)
+        count_finished_child(w, parent, todo);  // no node readied: count it now
+      else
+        done_children.push_back(parent);  // counted once the nodes readied above have completed
     }
     while (todo.size() == base && done_children.size() > done_base) {
       Task* p = done_children.back();
@@ -466,60 +325,6 @@ void complete(Worker& w, Task* t) {
   }
 }
 
-// A detached (flow) task has no children and no successor list: it completes when its body returns; it is
-// counted in its anchor and its descriptor is recycled at once.
-// Tasks detached_submit queued on this thread's deque since the last detached body ended (see there).
-thread_local std::uint32_t tls_detached_queued = 0;
-constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, later sends keep LIFO order
-
-[[gnu::noinline]] void first_sent_on_top(Worker& w) {
-  const std::uint32_t n = std::exchange(tls_detached_queued, 0);
-  if (n < 2) return;
-  Task* top[kReorderMax];
-  std::uint32_t k = 0;
-  while (k < n && k < kReorderMax) {
-    Task* q = w.deque.pop();
-    if (!q) break;
-    top[k++] = q;
-  }
-  for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);  // popped last first: pushed back first last
-}
-
-void end_detached(Worker& w, Task* t) {
-  // The body's sends went to the deque, where other workers could take them while it ran; the first of them
-  // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
-  // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
-  if (tls_detached_queued) [[unlikely]]  // never on a single worker (the slot is used)
-    first_sent_on_top(w);
-  Task* const anchor = t->parent;
-  free_task(w, t);
-  std::vector<Task*>& todo = w.completing;
-  const std::size_t base = todo.size();
-  count_finished_child(w, anchor, todo);
-  if (todo.size() != base) {  // that completed a parent (the anchor, or the one counted before it)
-    Task* p = todo.back();
-    todo.pop_back();
-    complete(w, p);
-  }
-}
-
-// The body has returned: publish the children it spawned and complete the task if nothing else is pending.
-void end_body(Worker& w, Task* t) {
-  if (t->flags & kDetached) {
-    end_detached(w, t);
-    return;
-  }
-  if (w.counted_parent == t) flush_completions(w);
-  if (t->unpublished == 0 && t->alive.load(std::memory_order_acquire) == kAliveGuard) {
-    complete(w, t);  // no child or weak node left: nobody else touches `alive`
-    return;
-  }
-  const std::int64_t delta = static_cast<std::int64_t>(t->unpublished) - kAliveGuard;
-  t->unpublished = 0;
-  const std::int64_t after = t->alive.fetch_add(delta, std::memory_order_acq_rel) + delta;
-  WEFT_ASSERT(after >= 0);
-  if (after == 0) complete(w, t);
-}
 
 void publish_children(Task* t) {
   if (t->unpublished) {
@@ -528,38 +333,16 @@ void publish_children(Task* t) {
   }
 }
 
-}  // namespace
-
 void flush_completions(Worker& w) {
   if (Task* p = take_counted(w)) complete(w, p);
 }
 
 void run_task(Worker& w, Task* t) {
-  WEFT_ASSERT(!finished(t) && (t->flags & kNode) == 0);
+  WEFT_ASSERT(!finished(t) && t->kind->run);
   if (w.counted && t->parent != w.counted_parent) flush_completions(w);  // don't sit on them during a body
-  if ((t->flags & kHasComm) && !acquire_commutative(w, t)) return;    // parked until a lock is released
-  if (t->flags & kPersistent) [[unlikely]] {
-    run_persistent(w, t);
-  } else if (t->cancelled.load(std::memory_order_relaxed)) {
-    t->destroy(t);
-    ++w.counters.tasks_cancelled;
-  } else {
-    Context cx(t, &w);
-    trace::on_body_begin(w, t);
-    try {
-      t->invoke(t, cx);
-    } catch (...) {
-      t->cancelled.store(true, std::memory_order_relaxed);  // poisons the successors
-      record_error(w, t->parent, std::current_exception());
-    }
-    trace::on_body_end(w, t);
-    ++w.counters.tasks_executed;
-  }
-  // Commutative exclusion covers the body only: holding the locks until the children (or the weak
-  // predecessors, which may be other members) finish could deadlock.
-  if (t->flags & kHasComm) release_commutative(w, t);
-  end_body(w, t);
+  t->kind->run(w, t);
 }
+
 
 // Allocates nothing (the slot is in the descriptor): it runs in exception handlers, also for std::bad_alloc.
 void record_error(Worker& w, Task* parent, std::exception_ptr e) noexcept {
@@ -586,80 +369,75 @@ void rethrow_child_error(Worker& w, Task* t) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Spawning (called from the templated front end)
+// Waiting for children
 // ---------------------------------------------------------------------------------------------------------
 
-Task* begin_spawn(Context& cx) {
-  Worker& w = *cx.worker();
-  Task* p = cx.task();
+void throttle_wait(Worker& w, Task* p) {
   const std::int64_t limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
-  if (unfinished_children(w, p) + p->unpublished >= limit) {
-    // Throttling: run tasks instead of spawning until half the bound remains.
-    ++w.counters.throttle_stalls;
-    trace::on_runtime(w);
-    publish_children(p);
-    wait_until(w, [&] { return unfinished_children(w, p) <= limit / 2; });
-  }
-  // Recycle finished children once kSweepAt more have retired (amortised: one pass frees a batch). Retirements
-  // come in bursts (a pruned reader list, a closed group, a domain sweep): a threshold, not a multiple, or
-  // bursts would step over it. One threshold per worker: producers that alternate on a worker (nested bodies)
-  // share it, which can only advance or delay a pass by a bounded amount (a retired list is itself bounded by
-  // the full pass).
-  if (p->retired_count >= w.sweep_next) [[unlikely]] {
-    trace::on_runtime(w);
-    sweep_retired(w, p, p->retired_count >= 2 * static_cast<std::uint32_t>(limit) + kSweepAt);
-    w.sweep_next = p->retired_count + kSweepAt;
-  }
-  Task* t = w.allocate();
-  init_task(w, t, p);
-  trace::on_spawn_begin(w, t);  // before t is published: its trace id
-  return t;
+  // Run tasks instead of spawning until half the bound remains.
+  ++w.counters.throttle_stalls;
+  trace::on_runtime(w);
+  publish_children(p);
+  wait_until(w, [&] { return unfinished_children(w, p) <= limit / 2; });
 }
 
-void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
-  Worker& w = *cx.worker();
-  Task* p = cx.task();
-  if (p->flags & kRecorder) [[unlikely]]
-    return record_spawn(w, p, t, acc, n, attrs);
-  t->priority = attrs.priority;
-  t->label = attrs.label;
-  ++p->unpublished;
-  ++w.counters.tasks_created;
-  bool ready;
-  if (n == 0) {
-    t->pending.store(0, std::memory_order_relaxed);
-    ready = true;
-  } else {
-    try {
-      ready = register_accesses(w, p, t, acc, n);
-    } catch (...) {  // nothing was registered (see src/deps): the task never existed, nobody waits for it
-      --p->unpublished;
-      --w.counters.tasks_created;
-      t->destroy(t);
-      discard_spawn(cx, t);
-      throw;
-    }
-  }
-  if (t->record_refs == 0) retire(p, t);
-  if (ready) schedule(w, t);
-  trace::on_spawn_end(w);
-}
-
-void discard_spawn(Context& cx, Task* t) noexcept {
-  Worker& w = *cx.worker();
-  free_task(w, t);
-  trace::on_spawn_end(w);
+void wait_for_children(Worker& w, Task* p) {
+  publish_children(p);
+  wait_until(w, [&] { return unfinished_children(w, p) == 0; });
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Detached tasks (the flow front end; see detail/task.hpp)
 // ---------------------------------------------------------------------------------------------------------
 
+namespace {
+
+// Tasks detached_submit queued on this thread's deque since the last detached body ended (see there).
+thread_local std::uint32_t tls_detached_queued = 0;
+constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, later sends keep LIFO order
+
+[[gnu::noinline]] void first_sent_on_top(Worker& w) {
+  const std::uint32_t n = std::exchange(tls_detached_queued, 0);
+  if (n < 2) return;
+  Task* top[kReorderMax];
+  std::uint32_t k = 0;
+  while (k < n && k < kReorderMax) {
+    Task* q = w.deque.pop();
+    if (!q) break;
+    top[k++] = q;
+  }
+  for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);  // popped last first: pushed back first last
+}
+
+// A detached task has no children and no successor list: it completes when its body returns; it is counted in
+// its anchor and its descriptor is recycled at once.
+void run_detached(Worker& w, Task* t) {
+  run_body(w, t);
+  // The body's sends went to the deque, where other workers could take them while it ran; the first of them
+  // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
+  // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
+  if (tls_detached_queued) [[unlikely]]  // never on a single worker (the slot is used)
+    first_sent_on_top(w);
+  Task* const anchor = t->parent;
+  free_task(w, t);
+  std::vector<Task*>& todo = w.completing;
+  const std::size_t base = todo.size();
+  count_finished_child(w, anchor, todo);
+  if (todo.size() != base) {  // that completed a parent (the anchor, or the one counted before it)
+    Task* p = todo.back();
+    todo.pop_back();
+    complete(w, p);
+  }
+}
+
+constexpr TaskKind kDetachedTask{"detached", false, &run_detached, nullptr, nullptr, nullptr};
+
+}  // namespace
+
 Task* detached_allocate(const char* label, std::int32_t priority) {
   Worker& w = *tls_worker;
   Task* t = w.allocate();
-  init_task(w, t, nullptr);  // the anchor is set when it is submitted: it may wait across runs
-  t->flags = kDetached;
+  init_task(w, t, nullptr, &kDetachedTask);  // the anchor is set when it is submitted: it may wait across runs
   t->label = label;
   t->priority = priority;
   return t;
@@ -681,7 +459,7 @@ void detached_submit(Task* t, Task* anchor) {
     if (w.next) schedule(w, w.next);
     w.next = t;
   } else {
-    if (t->priority == 0) ++tls_detached_queued;  // reordered when the body ends (end_detached)
+    if (t->priority == 0) ++tls_detached_queued;  // reordered when the body ends (run_detached)
     schedule(w, t);
   }
 }
@@ -778,7 +556,7 @@ void Engine::worker_main(unsigned id) {
   tls_worker = nullptr;
 }
 
-void Engine::run_root(void (*call)(void*, Context&), void* arg) {
+void Engine::run_root(const TaskKind* kind, void (*call)(void*, Context&), void* arg) {
   if (tls_worker) throw std::logic_error("weft: Runtime::run called from inside a task (use Context::spawn)");
   std::lock_guard<std::mutex> serial(run_mutex_);
   Worker& w = *workers[0];
@@ -795,11 +573,11 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
   }
   sleep_cv.notify_all();
 
-  init_task(w, root, nullptr);
+  init_task(w, root, nullptr, kind);
   trace::on_node(w, root);
   std::exception_ptr body_error;
   {
-    Context cx(root, &w);
+    Context cx = ContextAccess::make(root, &w);
     trace::on_body_begin(w, root);
     try {
       call(arg, cx);
@@ -809,11 +587,16 @@ void Engine::run_root(void (*call)(void*, Context&), void* arg) {
     trace::on_body_end(w, root);
   }
   // Implicit taskwait: every task of the run descends from the root.
-  publish_children(root);
-  wait_until(w, [&] { return unfinished_children(w, root) == 0; });
+  wait_for_children(w, root);
   if (w.counted) flush_completions(w);
-  free_children(w, root);
+  // The root completes as any task of its kind (which frees what it keeps for its children); it has no
+  // successor and no parent. Its children's exception is taken first: it is rethrown from run().
   std::exception_ptr child_error = take_child_error(w, root);
+  {
+    Task* best = nullptr;
+    kind->complete(w, root, best, w.completing);
+    WEFT_ASSERT(!best && w.completing.empty());
+  }
   free_task(w, root);
   // seq_cst: without fences (a TSan build), the recorder's end_run relies on it (trace::enter_run).
   running_.store(false, std::memory_order_seq_cst);
@@ -845,7 +628,6 @@ Runtime::Runtime() {
 Runtime::Runtime(const Options& options) : engine_(std::make_unique<detail::Engine>(options)) {}
 Runtime::~Runtime() = default;
 
-void Runtime::run_root(void (*call)(void*, Context&), void* arg) { engine_->run_root(call, arg); }
 unsigned Runtime::num_workers() const { return static_cast<unsigned>(engine_->workers.size()); }
 const Options& Runtime::options() const { return engine_->options; }
 
@@ -860,39 +642,5 @@ Profile Runtime::profile() const { return engine_->recorder ? engine_->recorder-
 void Runtime::reset_stats() {
   for (auto& wp : engine_->workers) wp->counters = detail::Counters{};
 }
-
-void Context::taskwait() {
-  detail::Worker& w = *worker_;
-  detail::Task* t = task_;
-  if (t->flags & detail::kRecorder) detail::check_not_recording(t, "taskwait");
-  detail::trace::on_wait_begin(w);
-  detail::publish_children(t);
-  detail::wait_until(w, [&] { return detail::unfinished_children(w, t) == 0; });
-  // Every child has finished: what the domain still names can go (records of failed tasks excepted).
-  detail::sweep_domain(w, t);
-  detail::sweep_retired(w, t, /*full=*/true);
-  detail::trace::on_wait_end(w);
-  detail::rethrow_child_error(w, t);
-}
-
-void Context::taskwait_on(const void* address) {
-  detail::Worker& w = *worker_;
-  if (task_->flags & detail::kRecorder) detail::check_not_recording(task_, "taskwait_on");
-  detail::trace::on_wait_begin(w);
-  detail::writers_of(w, task_, address);
-  std::vector<detail::Task*> preds(w.scratch.data(), w.scratch.data() + w.scratch.size());
-  w.scratch.clear();
-  detail::publish_children(task_);  // the writers may be unpublished children
-  detail::wait_until(w, [&] {
-    for (detail::Task* p : preds)
-      if (!detail::finished(p)) return false;
-    return true;
-  });
-  detail::trace::on_wait_end(w);
-  detail::rethrow_child_error(w, task_);
-}
-
-unsigned Context::worker_id() const { return worker_->id; }
-unsigned Context::num_workers() const { return static_cast<unsigned>(worker_->engine->workers.size()); }
 
 }  // namespace weft

@@ -1,5 +1,6 @@
 // weft engine internals: workers, pools, scheduling, completion. Knows nothing of front ends: a task is a
-// pending counter, a priority, a body and a successor list.
+// pending counter, a priority, a body, a successor list and a kind (TaskKind: what differs between the kinds
+// of task, defined by the front ends: src/deps, src/iter, and the detached tasks of src/flow below).
 #pragma once
 
 #include <atomic>
@@ -24,17 +25,39 @@ struct Log;
 class Recorder;
 }  // namespace trace
 
-/// Per-worker counters: written only by their worker, summed by Runtime::stats() after a run.
-struct Counters {
-  std::uint64_t tasks_created = 0, tasks_executed = 0, tasks_cancelled = 0, tasks_stolen = 0,
-                immediate_successor = 0, edges_created = 0, edges_pruned_finished = 0, edges_pruned_duplicate = 0,
-                internal_nodes = 0, throttle_stalls = 0, exceptions_dropped = 0;
-  std::int64_t edges_saved_inoutset = 0;  ///< signed: a join node costs its m edges before it saves any
-};
+/// Per-worker counters (the public Stats, see kStatsFields): written only by their worker, summed by
+/// Runtime::stats() after a run. One of them is signed at heart: a join node costs edges_saved_inoutset its m
+/// edges before it saves any, so a worker's count may go below zero; the fields add modulo 2^64, and only the
+/// sum over workers (sum_stats) is read as signed (and clamped at zero).
+using Counters = Stats;
 /// a - b, field by field (one run's counters: at its end minus at its start).
 Counters operator-(const Counters& a, const Counters& b);
 /// The public Stats of the sum of n workers' counters.
 Stats sum_stats(const Counters* c, std::size_t n);
+
+/// What distinguishes one kind of task from another, in one place. Each front end defines its kinds (src/deps:
+/// dependency tasks, commutative tasks, join nodes, weak nodes; src/iter: replayed and control tasks, the
+/// recorder; engine.cpp: detached tasks) and sets Task::kind when it creates a descriptor; the engine reads
+/// it where kinds differ: running a task, completing it, and (for the front end of its children) spawning and
+/// waiting. A remote task is one more kind.
+struct TaskKind {
+  const char* name;
+  /// A join node: it has no body and completes, inside complete(), as soon as its predecessors have.
+  bool node;
+  /// w took the ready task t (from a queue or its immediate-successor slot): run it and end its body
+  /// (end_body), or do what stands for that. Null for nodes.
+  void (*run)(Worker& w, Task* t);
+  /// Everything t waited for is done (its body, its children, its weak nodes): release its successors, offering
+  /// the ready ones to `best` (offer) and pushing the tasks this completes in turn (readied join nodes, a
+  /// parent) to `todo`. Returns true if t's parent is owed one finished child (counted by complete() once the
+  /// nodes pushed have completed). Null for kinds that complete otherwise (detached tasks).
+  bool (*complete)(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo);
+  /// For a parent of this kind: its children are not registered but handed to this function (a taskiter
+  /// body's spawns are recorded). Null: the usual spawn.
+  void (*divert_spawn)(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
+  /// For a parent of this kind: waits (`what`: "taskwait", ...) are refused; throws. Null: waits are allowed.
+  void (*refuse_wait)(const Task* parent, const char* what);
+};
 
 /// A growable array that keeps its storage across uses (no allocation on the hot path). The capacity is kept
 /// beside the count, so that a push compares two fields (no vector size arithmetic) on the spawn path.
@@ -132,7 +155,9 @@ class Engine {
   explicit Engine(const Options& o);
   ~Engine();
 
-  void run_root(void (*call)(void*, Context&), void* arg);
+  /// Runs a root task on the calling thread (worker 0; see Runtime::run): call(arg, the root's Context), then
+  /// waits for every task of the run. The root is a task of `kind` (the front end of the run's Context).
+  void run_root(const TaskKind* kind, void (*call)(void*, Context&), void* arg);
 
   Options options;
   std::vector<std::unique_ptr<Worker>> workers;
@@ -200,10 +225,10 @@ extern thread_local Worker* tls_worker;
 // --- scheduling and completion (engine.cpp) ---
 /// Sets the fields of a descriptor fresh from a pool that vary from task to task (the rest stay zero while it is
 /// free; see free_task). Inline: it is on every spawn.
-inline void init_task(Worker&, Task* t, Task* parent) {
+inline void init_task(Worker&, Task* t, Task* parent, const TaskKind* kind) {
   t->succ_head.store(0, std::memory_order_relaxed);
   t->cancelled.store(false, std::memory_order_relaxed);
-  t->flags = 0;
+  t->kind = kind;
   t->alive.store(kAliveGuard, std::memory_order_relaxed);
   t->parent = parent;
   t->priority = 0;
@@ -213,10 +238,7 @@ inline void init_task(Worker&, Task* t, Task* parent) {
 }
 /// t is ready: queue it on w.
 inline void schedule(Worker& w, Task* t) {
-  // Ready: pending reached 0, or its one predecessor released it without the atomic (n_edges == 1); taskiter
-  // and flow tasks count elsewhere.
-  WEFT_ASSERT(t->pending.load(std::memory_order_relaxed) == 0 || t->n_edges == 1 ||
-              (t->flags & (kPersistent | kDetached)));
+  WEFT_ASSERT(t->kind && t->kind->run);                                 // a task, not a join node
   WEFT_ASSERT(t->succ_head.load(std::memory_order_relaxed) != kClosed);  // not finished
   if (t->priority == 0)
     w.deque.push(t);
@@ -238,18 +260,17 @@ inline void offer(Worker& w, Task* s, Task*& best) {
     schedule(w, s);
   }
 }
-void free_task(Worker& w, Task* t);            ///< return t (and what hangs off it) to its owner's pool
-/// t is no longer named by a record of producer's domain: appended to the producer's retired list, recycled once
-/// finished (producer thread only). Inline: called for nearly every task by the domain code.
-inline void retire(Task* producer, Task* t) {
-  WEFT_ASSERT(t->record_refs == 0 && t->parent == producer);
-  t->retired_next = nullptr;
-  if (producer->retired_tail)
-    producer->retired_tail->retired_next = t;
+void free_remote(Worker& w, Task* t);  ///< free_task for a descriptor of another worker's pool
+/// Returns t to its owner's pool. What a front end hangs off a descriptor (edge arrays, weak links...) it frees
+/// first: the fields marked (0) in detail/task.hpp must be zero again.
+inline void free_task(Worker& w, Task* t) {
+  WEFT_ASSERT(t->record_refs == 0 && !t->domain && !t->retired_head && t->retired_count == 0 &&
+              t->unpublished == 0 && !t->has_error.load(std::memory_order_relaxed) && !t->extra_edges &&
+              !t->weak && !t->comm && t->n_comm == 0 && t->n_weak == 0 && !t->iter);
+  if (t->owner == w.id) [[likely]]
+    w.free_local(t);
   else
-    producer->retired_head = t;
-  producer->retired_tail = t;
-  ++producer->retired_count;
+    free_remote(w, t);
 }
 Task* find_queued_work(Worker& w);  ///< own queues by priority, then stealing
 /// The next task for w: its immediate successor, else queued work.
@@ -317,34 +338,23 @@ std::exception_ptr take_child_error(Worker& w, Task* t) noexcept;
 /// Rethrows (and clears) the first pending exception of t's children.
 void rethrow_child_error(Worker& w, Task* t);
 
-// --- dependency tracking (src/deps) ---
-/// Registers t's accesses in the domain of its parent; links t after its predecessors. Returns true if t is
-/// ready now.
-bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n);
-/// Collects into w.scratch the tasks an `in` access to `address` would wait for.
-void writers_of(Worker& w, Task* parent, const void* address);
-/// Frees the records of t's domain and the children they name (all finished).
-void destroy_domain(Worker& w, Task* t);
-/// Drops the records of t's domain that name only finished tasks (owner thread; e.g. after a taskwait).
-void sweep_domain(Worker& w, Task* t);
-/// Frees the weak nodes of t (called when t itself is freed).
-void destroy_weak_links(Worker& w, Task* t);
-/// Commutative mutual exclusion: take every lock of t, or park t on a busy one (it is rescheduled when the lock
-/// is released) and return false.
-bool acquire_commutative(Worker& w, Task* t);
-void release_commutative(Worker& w, Task* t);
-
-// --- persistent task graphs (src/iter) ---
-/// Runs (or skips) the current iteration of a kPersistent task; the caller then ends its body as for any task.
-void run_persistent(Worker& w, Task* t);
-/// A kPersistent task's iteration has completed (body and children): re-arms it and releases the successors
-/// of that iteration (ready ones offered to `best`). `failed`: it or a child failed (stops the loop). Returns
-/// true if t's count in its taskiter went to a released instance (then complete() must not count t as finished).
-bool complete_persistent(Worker& w, Task* t, bool failed, Task*& best);
-/// A spawn from a recording Context (parent flagged kRecorder): records `t` instead of registering it.
-void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
-/// Throws taskiter_error: `what` (a wait) was called on a recording Context, where no task runs yet.
-void check_not_recording(const Task* t, const char* what);
+/// Published children of p not finished yet, as seen by w (its own batched completions included).
+inline std::int64_t unfinished_children(const Worker& w, const Task* p) {
+  // The low 32 bits of alive hold kAliveGuard + published - finished (never borrows: see kAliveGuard).
+  const std::int64_t n =
+      static_cast<std::int64_t>(static_cast<std::uint32_t>(p->alive.load(std::memory_order_acquire))) - kAliveGuard;
+  return w.counted_parent == p ? n - w.counted : n;
+}
+/// Throttling, before p spawns a child: if p has Options::max_tasks unfinished children, runs tasks until half
+/// as many remain. Inline: the test is on every spawn.
+void throttle_wait(Worker& w, Task* p);
+inline void throttle(Worker& w, Task* p) {
+  if (unfinished_children(w, p) + p->unpublished >= static_cast<std::int64_t>(w.engine->options.max_tasks))
+      [[unlikely]]
+    throttle_wait(w, p);
+}
+/// Waits (running tasks meanwhile) until every child p has spawned so far has finished.
+void wait_for_children(Worker& w, Task* p);
 
 /// The task has completed (its successor list is closed). Acquire: its effects are visible to the caller.
 inline bool finished(const Task* t) { return t->succ_head.load(std::memory_order_acquire) == kClosed; }

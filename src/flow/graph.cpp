@@ -78,7 +78,7 @@ void GraphBase::fence() {
   std::exception_ptr failure;
   try {
     g.rt->run([&](weft::Context& cx) {
-      g.anchor = cx.task();
+      g.anchor = weft::detail::ContextAccess::task(cx);
       g.engine = detail::current_engine();
       g.executing.store(true, std::memory_order_release);
       // Seeds queued before the run, in call order (seeds queued by other threads meanwhile are refused: see

@@ -1,6 +1,6 @@
 // taskiter: record one period of an iterative loop's tasks, close it into a cyclic graph, replay it.
 //
-// Recording. The body runs on a private recorder task (kRecorder): Context::spawn still allocates a descriptor
+// Recording. The body runs on a private recorder task (kRecorderTask): Context::spawn still allocates a descriptor
 // and installs the body, but finish_spawn hands the task here instead of registering it. Per datum we keep the
 // state the dependency system would (last writer, readers since) plus the first accessors of the period: the
 // readers before the first write (head) and the first writer. Intra-period edges follow the usual rules
@@ -55,11 +55,16 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/engine.hpp"
+#include "deps/deps.hpp"
 #include "trace/hooks.hpp"
 #include "weft/taskiter.hpp"
 
 namespace weft::detail {
+
+// The kinds of task of a taskiter (defined with their functions, below the loop).
+extern const TaskKind kReplayedTask;  ///< a recorded task, replayed once per iteration (the vertex's body)
+extern const TaskKind kControlTask;   ///< a taskiter_while check, one per copy of the body
+extern const TaskKind kRecorderTask;  ///< the private task of the recording Context: its spawns are recorded
 
 namespace {
 enum EdgeKind : std::uint32_t { kIntra = 0, kCross = 1, kGate = 2 };
@@ -166,19 +171,15 @@ struct IterLoop {
     } else {
       for (Rec& r : rec) discard(w, r.task);
     }
-    if (recorder) {
-      recorder->flags = 0;
-      free_task(w, recorder);
-    }
+    if (recorder) free_task(w, recorder);
   }
 
   static void discard(Worker& w, Task* t) {
-    t->destroy(t);
-    free_task(w, t);
+    t->body_ops->destroy(t);
+    free_task(w, t);  // recorded, never registered: nothing hangs off it
   }
   static void release_task(Worker& w, Task* t, bool has_body) {
-    if (has_body) t->destroy(t);
-    t->flags = 0;
+    if (has_body) t->body_ops->destroy(t);
     t->iter = nullptr;
     free_task(w, t);
   }
@@ -271,9 +272,9 @@ struct IterLoop {
         v.control = true;
         v.copy = x - m_data;
         v.task = w.allocate();
-        init_task(w, v.task, owner);
+        init_task(w, v.task, owner, &kControlTask);
       }
-      v.task->flags |= kPersistent;
+      if (!v.control) v.task->kind = &kReplayedTask;
       v.task->iter = &v;
     }
     for (std::size_t i = 0; i < edges.size(); ++i) {
@@ -392,7 +393,7 @@ void refresh(Worker& w, Loop& L, Context& rcx, std::uint64_t p) {
     Loop::release_task(w, v.task, true);
     v.task = L.fresh[x];
     L.fresh[x] = nullptr;
-    v.task->flags |= kPersistent;
+    v.task->kind = &kReplayedTask;
     v.task->iter = &v;
   }
 }
@@ -400,8 +401,10 @@ void refresh(Worker& w, Loop& L, Context& rcx, std::uint64_t p) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
-// Engine hooks
+// The kinds
 // ---------------------------------------------------------------------------------------------------------
+
+namespace {
 
 void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
   Loop& L = *loop_of(recorder);
@@ -444,28 +447,36 @@ void check_not_recording(const Task*, const char* what) {
                        "recorded task instead)");
 }
 
-void run_persistent(Worker& w, Task* t) {
+void run_replayed(Worker& w, Task* t) {
   IterNode& v = *t->iter;
   Loop& L = *v.loop;
-  if (v.control) return run_control(w, v);
   // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
   if (L.failed.load(std::memory_order_relaxed) || (v.period + 1 == L.n_periods && v.copy >= L.rem)) [[unlikely]]
-    return;
-  Context cx(t, &w);
+    return end_body(w, t);
+  Context cx = ContextAccess::make(t, &w);
   if (w.trace) [[unlikely]]
     t->trace_tag = v.period * L.k + v.copy;  // traces show the iteration each instance ran for
   trace::on_body_begin(w, t);
   try {
-    t->invoke(t, cx);
+    t->body_ops->run(t, cx);  // the body stays: it runs again next iteration
   } catch (...) {
     L.failed.store(true, std::memory_order_relaxed);
     record_error(w, L.owner, std::current_exception());
   }
   trace::on_body_end(w, t);
   ++w.counters.tasks_executed;
+  end_body(w, t);
 }
 
-bool complete_persistent(Worker& w, Task* t, bool failed, Task*& best) {
+void run_control_task(Worker& w, Task* t) {
+  run_control(w, *t->iter);
+  end_body(w, t);
+}
+
+// The instance has completed (body and children): re-arms the vertex and releases the successors of that
+// iteration (ready ones offered to `best`). `failed`: it or a child failed (stops the loop). Returns true if t's
+// count in its taskiter went to a released instance (then t is not counted as a finished child).
+bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
   IterNode& v = *t->iter;
   Loop& L = *v.loop;
   t->alive.store(kAliveGuard, std::memory_order_relaxed);
@@ -516,6 +527,17 @@ bool complete_persistent(Worker& w, Task* t, bool failed, Task*& best) {
   return true;
 }
 
+bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
+  const bool failed = end_children(w, t);  // a replayed body may spawn children of its own
+  return !complete_instance(w, t, failed, best);
+}
+
+}  // namespace
+
+const TaskKind kReplayedTask{"replayed", false, &run_replayed, &complete_replayed, nullptr, nullptr};
+const TaskKind kControlTask{"control", false, &run_control_task, &complete_replayed, nullptr, nullptr};
+const TaskKind kRecorderTask{"recorder", false, nullptr, nullptr, &record_spawn, &check_not_recording};
+
 // ---------------------------------------------------------------------------------------------------------
 // The driver: the taskiter task's body
 // ---------------------------------------------------------------------------------------------------------
@@ -530,8 +552,8 @@ void check_taskiter(const IterParams& p, const Access* acc, std::size_t n) {
 }
 
 void run_taskiter(Context& cx, const IterSpec& spec) {
-  Worker& w = *cx.worker();
-  Task* owner = cx.task();
+  Worker& w = *ContextAccess::worker(cx);
+  Task* owner = ContextAccess::task(cx);
   const IterParams& P = spec.params;
   if (!P.is_while && P.n == 0) return;
   if (P.is_while && !spec.cond(spec.closure)) return;
@@ -549,11 +571,10 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
     L.rem = P.n - (L.n_periods - 1) * L.k;
   }
   L.recorder = w.allocate();
-  init_task(w, L.recorder, owner);
-  L.recorder->flags = kRecorder;
+  init_task(w, L.recorder, owner, &kRecorderTask);
   Loop* self = &L;
   std::memcpy(L.recorder->body, &self, sizeof self);
-  Context rcx(L.recorder, &w);
+  Context rcx = ContextAccess::make(L.recorder, &w);
 
   // Profile phases (WEFT_PROFILE / WEFT_TRACE): "record" = running the body k times and closing the graph;
   // "replay" = the replayed iterations, one phase per period with replay_barrier or update (tag: the period),
@@ -609,8 +630,8 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
 namespace weft {
 
 std::uint64_t taskiter_iteration(const Context& cx) {
-  for (const detail::Task* t = cx.task(); t; t = t->parent)
-    if (t->flags & detail::kPersistent) {
+  for (const detail::Task* t = detail::ContextAccess::task(cx); t; t = t->parent)
+    if (t->kind == &detail::kReplayedTask) {
       const detail::IterNode& v = *t->iter;
       return v.period * v.loop->k + v.copy;
     }

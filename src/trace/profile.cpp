@@ -1,4 +1,5 @@
 // Profile formatting: the text table (WEFT_PROFILE=1) and the JSON object (WEFT_PROFILE=json:FILE).
+#include <cstdio>
 #include <string>
 
 #include "trace/json.hpp"
@@ -42,17 +43,19 @@ std::string to_text(const Profile& p) {
        "imm.succ  stalls\n";
   for (std::size_t i = 0; i < p.workers.size(); ++i) worker_row(o, std::to_string(i).c_str(), p.workers[i], wall);
   worker_row(o, "total", p.total, all);
-  const Stats& s = p.stats;
-  appendf(o, "  tasks: created %llu, executed %llu, cancelled %llu, stolen %llu, immediate successor %llu\n",
-          static_cast<ull>(s.tasks_created), static_cast<ull>(s.tasks_executed), static_cast<ull>(s.tasks_cancelled),
-          static_cast<ull>(s.tasks_stolen), static_cast<ull>(s.immediate_successor));
-  appendf(o,
-          "  edges: created %llu, pruned (predecessor finished) %llu, pruned (duplicate) %llu, saved by inoutset "
-          "nodes %llu; internal nodes %llu\n",
-          static_cast<ull>(s.edges_created), static_cast<ull>(s.edges_pruned_finished),
-          static_cast<ull>(s.edges_pruned_duplicate), static_cast<ull>(s.edges_saved_inoutset),
-          static_cast<ull>(s.internal_nodes));
-  appendf(o, "  throttling stalls: %llu\n", static_cast<ull>(s.throttle_stalls));
+  o += "  stats:";
+  std::size_t col = 8;
+  for (const StatsField& f : kStatsFields) {  // the counters of weft/runtime.hpp's Stats, by name
+    char item[96];
+    const int k = std::snprintf(item, sizeof item, " %s %llu", f.name, static_cast<ull>(p.stats.*f.member));
+    if (col + static_cast<std::size_t>(k) > 110) {
+      o += "\n        ";
+      col = 8;
+    }
+    o += item;
+    col += static_cast<std::size_t>(k);
+  }
+  o += "\n";
   appendf(o, "  discovery: root spawned %llu tasks in %.6f s (first to last spawn, %.1f%% of wall)",
           static_cast<ull>(p.root_children), p.discovery_seconds, pct(p.discovery_seconds, wall));
   if (p.spawning_tasks)
@@ -85,19 +88,10 @@ std::string to_json(const Profile& p) {
   }
   o += "], \"total\": ";
   worker_json(o, p.total);
-  const Stats& s = p.stats;
-  appendf(o,
-          ", \"stats\": {\"tasks_created\": %llu, \"tasks_executed\": %llu, \"tasks_cancelled\": %llu, "
-          "\"tasks_stolen\": %llu, \"immediate_successor\": %llu, \"edges_created\": %llu, ",
-          static_cast<ull>(s.tasks_created), static_cast<ull>(s.tasks_executed), static_cast<ull>(s.tasks_cancelled),
-          static_cast<ull>(s.tasks_stolen), static_cast<ull>(s.immediate_successor),
-          static_cast<ull>(s.edges_created));
-  appendf(o,
-          "\"edges_pruned_finished\": %llu, \"edges_pruned_duplicate\": %llu, \"edges_saved_inoutset\": %llu, "
-          "\"internal_nodes\": %llu, \"throttle_stalls\": %llu, \"exceptions_dropped\": %llu}",
-          static_cast<ull>(s.edges_pruned_finished), static_cast<ull>(s.edges_pruned_duplicate),
-          static_cast<ull>(s.edges_saved_inoutset), static_cast<ull>(s.internal_nodes),
-          static_cast<ull>(s.throttle_stalls), static_cast<ull>(s.exceptions_dropped));
+  o += ", \"stats\": {";
+  for (const StatsField& f : kStatsFields)
+    appendf(o, "%s\"%s\": %llu", &f == kStatsFields ? "" : ", ", f.name, static_cast<ull>(p.stats.*f.member));
+  o += "}";
   appendf(o,
           ", \"discovery_s\": %.9f, \"root_children\": %llu, \"spawning_tasks\": %llu, "
           "\"nested_discovery_s\": %.9f, \"labels\": [",

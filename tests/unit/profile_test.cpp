@@ -231,7 +231,7 @@ TEST(Profile, PrintsAtTheEndOfEachRun) {
   EXPECT_NE(err.find("weft profile: run 2, 1 worker,"), std::string::npos) << err;
   EXPECT_NE(err.find("printed"), std::string::npos) << err;
   EXPECT_NE(err.find("(unlabelled)"), std::string::npos) << err;
-  EXPECT_NE(err.find("edges: created"), std::string::npos) << err;
+  EXPECT_NE(err.find("edges_created"), std::string::npos) << err;
 }
 
 TEST(Profile, JsonFileHoldsEveryRunAndIsValidAfterEach) {
@@ -482,7 +482,7 @@ TEST(Trace, PhasesAndTagsFromAFrontEnd) {
     o.profile.trace_file = path;
     weft::Runtime rt(o);
     rt.run([&](weft::Context& cx) {
-      weft::detail::Worker& w = *cx.worker();
+      weft::detail::Worker& w = *weft::detail::ContextAccess::worker(cx);
       for (std::uint64_t it = 1; it <= 3; ++it) {
         weft::detail::trace::set_tag(w, it);
         const auto t0 = weft::detail::trace::now(w);

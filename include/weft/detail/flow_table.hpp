@@ -142,36 +142,36 @@ class TaskTable {
     }
     /// Adds an entry (not present: find() returned nullptr).
     void insert(Task* e) {
-      e->n_edges = tag(hash_);
+      e->key_hash = tag(hash_);
       link(*b_, e);
     }
     /// Removes an entry find() returned (it is at the head of the main bucket).
     void erase(Task* e) {
       Task** p = &b_->head;
-      while (*p != e) p = reinterpret_cast<Task**>(&(*p)->mark);
-      *p = (*p)->mark;
+      while (*p != e) p = &(*p)->table_next;
+      *p = (*p)->table_next;
       --b_->size;
     }
 
    private:
     static bool uniform(const Bucket& b) {
-      for (const Task* e = b.head; e; e = e->mark)
-        if (e->n_edges != b.head->n_edges) return false;
+      for (const Task* e = b.head; e; e = e->table_next)
+        if (e->key_hash != b.head->key_hash) return false;
       return true;
     }
     template <class Match>
     static Task* unlink_if(Bucket& b, Match& match) {
-      for (Task** p = &b.head; *p; p = &(*p)->mark)
+      for (Task** p = &b.head; *p; p = &(*p)->table_next)
         if (match(*p)) {
           Task* e = *p;
-          *p = e->mark;
+          *p = e->table_next;
           --b.size;
           return e;
         }
       return nullptr;
     }
     static void link(Bucket& b, Task* e) {
-      e->mark = b.head;
+      e->table_next = b.head;
       b.head = e;
       ++b.size;
     }
@@ -190,7 +190,7 @@ class TaskTable {
       for (std::size_t i = 0; i < t->size; ++i) {
         Bucket& b = t->buckets[i];
         while (Task* e = b.head) {
-          b.head = e->mark;
+          b.head = e->table_next;
           --b.size;
           f(e);
         }

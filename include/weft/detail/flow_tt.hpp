@@ -251,8 +251,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       detail::detached_discard(t);
       throw;
     }
-    t->invoke = &run;
-    t->destroy = &destroy_record;
+    t->body_ops = &kBodyOps;
     return t;
   }
 
@@ -455,6 +454,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       throw;
     }
   }
+  static constexpr weft::detail::BodyOps kBodyOps{&run, nullptr, &destroy_record};
 
   template <std::size_t J>
   static auto arg(Record& r, Aggregator<InV<J>>* views) {

@@ -1,0 +1,73 @@
+// The dependency front end's internal interface (src/deps): its task kinds, access registration and the
+// recycling of a parent's children. A client of the engine (src/engine/engine.hpp), which never calls it but
+// through the kinds.
+#pragma once
+
+#include <cstddef>
+
+#include "engine/kind.hpp"
+
+namespace weft::detail {
+
+/// A task spawned by Context::spawn (and the root of a run): runs its body, and when it completes frees what
+/// it keeps for its own children and releases its successors.
+extern const TaskKind kDependencyTask;
+/// A dependency task with commutative accesses: holds their locks while its body runs.
+extern const TaskKind kCommutativeTask;
+/// An internal node that stands for a group of tasks (inoutset or commutative members, readers) in later
+/// accesses: m + n edges instead of m * n.
+extern const TaskKind kJoinNode;
+/// The node of a weak access of a task: the task's children accessing that datum wait on it, and the task
+/// completes only after it (it counts in the task's `alive`). Owned by the task, not by a domain.
+extern const TaskKind kWeakNode;
+
+/// Registers t's accesses in the domain of its parent; links t after its predecessors. Returns true if t is
+/// ready now. Throws (only std::bad_alloc) with nothing registered.
+bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n);
+/// Collects into w.scratch the tasks an `in` access to `address` would wait for.
+void writers_of(Worker& w, Task* parent, const void* address);
+/// Frees the records of t's domain and the children they name (all finished).
+void destroy_domain(Worker& w, Task* t);
+/// Drops the records of t's domain that name only finished tasks (owner thread; e.g. after a taskwait).
+void sweep_domain(Worker& w, Task* t);
+/// Frees the weak nodes of t (called when t itself is freed).
+void destroy_weak_links(Worker& w, Task* t);
+/// Commutative mutual exclusion: take every lock of t, or park t on a busy one (it is rescheduled when the lock
+/// is released) and return false.
+bool acquire_commutative(Worker& w, Task* t);
+void release_commutative(Worker& w, Task* t);
+
+/// t is no longer named by a record of producer's domain: appended to the producer's retired list, recycled once
+/// finished (producer thread only). Inline: called for nearly every task by the domain code.
+inline void retire(Task* producer, Task* t) {
+  WEFT_ASSERT(t->record_refs == 0 && t->parent == producer);
+  t->retired_next = nullptr;
+  if (producer->retired_tail)
+    producer->retired_tail->retired_next = t;
+  else
+    producer->retired_head = t;
+  producer->retired_tail = t;
+  ++producer->retired_count;
+}
+/// Frees what hangs off a descriptor of this front end: edge arrays, weak links, lock arrays.
+void free_extras(Worker& w, Task* t);
+/// Frees a descriptor created by this front end, with what hangs off it.
+inline void free_dependency_task(Worker& w, Task* t) {
+  if (t->extra_edges || t->weak || t->comm) [[unlikely]]
+    free_extras(w, t);
+  free_task(w, t);
+}
+/// Frees the finished children on p's retired list: the oldest ones, or all of them (`full`).
+void sweep_retired(Worker& w, Task* p, bool full);
+/// The first step of completing a task that may have had children (a dependency task, a replayed task): frees
+/// its children's records and descriptors, and fails it with a child's exception its body did not rethrow.
+/// Returns true if t failed (its successors are cancelled).
+void free_children(Worker& w, Task* t);  ///< its retired list and its domain (all finished)
+inline bool end_children(Worker& w, Task* t) {
+  if (t->retired_head || t->domain) free_children(w, t);
+  if (t->has_error.load(std::memory_order_acquire)) [[unlikely]]
+    fail_with_child_error(w, t);
+  return t->cancelled.load(std::memory_order_relaxed);
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,218 @@
+// The dependency front end (weft/tasks.hpp) on the engine: its kinds of task, spawning, waiting, and the
+// recycling of a parent's children. Registration itself (records, edges, groups) is in domain.cpp.
+//
+// Descriptor lifetime: a child is named by records of its parent's domain (record_refs); once no record names it,
+// it is retired to its parent's list and recycled there once finished, by the parent's body thread only (so the
+// records' pointers stay valid while that thread reads them).
+#include <vector>
+
+#include "deps/deps.hpp"
+#include "trace/hooks.hpp"
+
+namespace weft::detail {
+
+namespace {
+
+constexpr std::uint32_t kSweepAt = 64;  // retirements between two recycling passes
+
+
+// --- the kinds ---
+
+void run_dependency(Worker& w, Task* t) {
+  run_body(w, t);
+  end_body(w, t);
+}
+
+void run_commutative(Worker& w, Task* t) {
+  if (!acquire_commutative(w, t)) return;  // parked until a lock is released
+  run_body(w, t);
+  // The exclusion covers the body only: holding the locks until the children (or the weak predecessors, which
+  // may be other members) finish could deadlock.
+  release_commutative(w, t);
+  end_body(w, t);
+}
+
+bool complete_dependency(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  release_successors(w, t, end_children(w, t), best, todo);
+  return true;  // a finished child of its parent
+}
+
+bool complete_join(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  release_successors(w, t, t->cancelled.load(std::memory_order_relaxed), best, todo);
+  return false;  // not counted in its producer's children
+}
+
+bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  Task* const owner = t->parent;  // the task whose weak access this node stands for; it frees the node
+  const bool poison = t->cancelled.load(std::memory_order_relaxed);
+  release_successors(w, t, poison, best, todo);
+  // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not started,
+  // and its successors).
+  if (poison) owner->cancelled.store(true, std::memory_order_relaxed);
+  if (owner->alive.fetch_sub(kWeakUnit, std::memory_order_acq_rel) == kWeakUnit) todo.push_back(owner);
+  return false;
+}
+
+}  // namespace
+
+const TaskKind kDependencyTask{"dependency", false, &run_dependency, &complete_dependency, nullptr, nullptr};
+const TaskKind kCommutativeTask{"commutative", false, &run_commutative, &complete_dependency, nullptr, nullptr};
+const TaskKind kJoinNode{"join", true, nullptr, &complete_join, nullptr, nullptr};
+const TaskKind kWeakNode{"weak", true, nullptr, &complete_weak, nullptr, nullptr};
+
+void free_children(Worker& w, Task* t) {
+  for (Task* c = t->retired_head; c;) {
+    Task* nx = c->retired_next;
+    free_dependency_task(w, c);
+    c = nx;
+  }
+  t->retired_head = t->retired_tail = nullptr;
+  t->retired_count = 0;
+  if (t->domain) destroy_domain(w, t);
+}
+
+void free_extras(Worker& w, Task* t) {
+  if (t->extra_edges) {
+    delete[] t->extra_edges;
+    t->extra_edges = nullptr;
+  }
+  if (t->weak) destroy_weak_links(w, t);
+  if (t->comm) {
+    delete[] t->comm;
+    t->comm = nullptr;
+    t->n_comm = 0;
+  }
+}
+
+// Frees finished retired children: the oldest first (cheap, and enough when children finish in order), and the
+// whole list when it has grown well beyond the throttling bound (children finishing out of order).
+void sweep_retired(Worker& w, Task* p, bool full) {
+  while (p->retired_head && finished(p->retired_head)) {
+    Task* t = p->retired_head;
+    p->retired_head = t->retired_next;
+    --p->retired_count;
+    free_dependency_task(w, t);
+  }
+  if (!p->retired_head) p->retired_tail = nullptr;
+  if (!full) return;
+  Task* prev = nullptr;
+  for (Task* t = p->retired_head; t;) {
+    Task* nx = t->retired_next;
+    if (finished(t)) {
+      (prev ? prev->retired_next : p->retired_head) = nx;
+      --p->retired_count;
+      free_dependency_task(w, t);
+    } else {
+      prev = t;
+    }
+    t = nx;
+  }
+  p->retired_tail = prev;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Spawning (called from the templated front end)
+// ---------------------------------------------------------------------------------------------------------
+
+Task* begin_spawn(Context& cx) {
+  Worker& w = *ContextAccess::worker(cx);
+  Task* p = ContextAccess::task(cx);
+  throttle(w, p);
+  // Recycle finished children once kSweepAt more have retired (amortised: one pass frees a batch). Retirements
+  // come in bursts (a pruned reader list, a closed group, a domain sweep): a threshold, not a multiple, or
+  // bursts would step over it. One threshold per worker: producers that alternate on a worker (nested bodies)
+  // share it, which can only advance or delay a pass by a bounded amount (a retired list is itself bounded by
+  // the full pass).
+  if (p->retired_count >= w.sweep_next) [[unlikely]] {
+    trace::on_runtime(w);
+    const auto limit = static_cast<std::uint32_t>(w.engine->options.max_tasks);
+    sweep_retired(w, p, p->retired_count >= 2 * limit + kSweepAt);
+    w.sweep_next = p->retired_count + kSweepAt;
+  }
+  Task* t = w.allocate();
+  init_task(w, t, p, &kDependencyTask);
+  trace::on_spawn_begin(w, t);  // before t is published: its trace id
+  return t;
+}
+
+void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
+  Worker& w = *ContextAccess::worker(cx);
+  Task* p = ContextAccess::task(cx);
+  if (p->kind->divert_spawn) [[unlikely]]
+    return p->kind->divert_spawn(w, p, t, acc, n, attrs);
+  t->priority = attrs.priority;
+  t->label = attrs.label;
+  ++p->unpublished;
+  ++w.counters.tasks_created;
+  bool ready;
+  if (n == 0) {
+    t->pending.store(0, std::memory_order_relaxed);
+    ready = true;
+  } else {
+    try {
+      ready = register_accesses(w, p, t, acc, n);
+    } catch (...) {  // nothing was registered (see domain.cpp): the task never existed, nobody waits for it
+      --p->unpublished;
+      --w.counters.tasks_created;
+      t->body_ops->destroy(t);
+      discard_spawn(cx, t);
+      throw;
+    }
+  }
+  if (t->record_refs == 0) retire(p, t);
+  if (ready) schedule(w, t);
+  trace::on_spawn_end(w);
+}
+
+void discard_spawn(Context& cx, Task* t) noexcept {
+  Worker& w = *ContextAccess::worker(cx);
+  free_dependency_task(w, t);  // registration may have sized weak-link or lock arrays
+  trace::on_spawn_end(w);
+}
+
+}  // namespace weft::detail
+
+// ---------------------------------------------------------------------------------------------------------
+// Public API: the Context of dependency tasks, and the root of a run
+// ---------------------------------------------------------------------------------------------------------
+
+namespace weft {
+
+void Runtime::run_root(void (*call)(void*, Context&), void* arg) {
+  engine_->run_root(&detail::kDependencyTask, call, arg);
+}
+
+void Context::taskwait() {
+  detail::Worker& w = *worker_;
+  detail::Task* t = task_;
+  if (t->kind->refuse_wait) t->kind->refuse_wait(t, "taskwait");
+  detail::trace::on_wait_begin(w);
+  detail::wait_for_children(w, t);
+  // Every child has finished: what the domain still names can go (records of failed tasks excepted).
+  detail::sweep_domain(w, t);
+  detail::sweep_retired(w, t, /*full=*/true);
+  detail::trace::on_wait_end(w);
+  detail::rethrow_child_error(w, t);
+}
+
+void Context::taskwait_on(const void* address) {
+  detail::Worker& w = *worker_;
+  if (task_->kind->refuse_wait) task_->kind->refuse_wait(task_, "taskwait_on");
+  detail::trace::on_wait_begin(w);
+  detail::writers_of(w, task_, address);
+  std::vector<detail::Task*> preds(w.scratch.data(), w.scratch.data() + w.scratch.size());
+  w.scratch.clear();
+  detail::publish_children(task_);  // the writers may be unpublished children
+  detail::wait_until(w, [&] {
+    for (detail::Task* p : preds)
+      if (!detail::finished(p)) return false;
+    return true;
+  });
+  detail::trace::on_wait_end(w);
+  detail::rethrow_child_error(w, task_);
+}
+
+unsigned Context::worker_id() const { return worker_->id; }
+unsigned Context::num_workers() const { return static_cast<unsigned>(worker_->engine->workers.size()); }
+
+}  // namespace weft

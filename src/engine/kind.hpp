@@ -1,0 +1,74 @@
+// What the kinds of task share (src/engine/engine.hpp: TaskKind): the steps their run and complete functions
+// are made of. Inline: they are the hot paths of every kind.
+#pragma once
+
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "trace/hooks.hpp"
+
+namespace weft::detail {
+
+/// Runs t's body once (then destroys it) on w, unless t was cancelled (then only destroys it). An exception
+/// escaping the body fails t: its successors are cancelled and its parent records the exception. Inline, as
+/// the next two: the kinds' hot paths are made of them.
+inline void run_body(Worker& w, Task* t) {
+  if (t->cancelled.load(std::memory_order_relaxed)) [[unlikely]] {
+    t->body_ops->destroy(t);
+    ++w.counters.tasks_cancelled;
+    return;
+  }
+  Context cx = ContextAccess::make(t, &w);
+  trace::on_body_begin(w, t);
+  try {
+    t->body_ops->run_once(t, cx);
+  } catch (...) {
+    t->cancelled.store(true, std::memory_order_relaxed);  // poisons the successors
+    record_error(w, t->parent, std::current_exception());
+  }
+  trace::on_body_end(w, t);
+  ++w.counters.tasks_executed;
+}
+/// Completes t (see TaskKind::complete), then, transitively, the join nodes and parents that completes; the best
+/// task readied becomes w's immediate successor.
+void complete(Worker& w, Task* t);
+/// t's body has returned: publishes the children it spawned, and completes t if nothing else is pending.
+inline void end_body(Worker& w, Task* t) {
+  if (w.counted_parent == t) flush_completions(w);
+  if (t->unpublished == 0 && t->alive.load(std::memory_order_acquire) == kAliveGuard) {
+    complete(w, t);  // no child or weak node left: nobody else touches `alive`
+    return;
+  }
+  const std::int64_t delta = static_cast<std::int64_t>(t->unpublished) - kAliveGuard;
+  t->unpublished = 0;
+  const std::int64_t after = t->alive.fetch_add(delta, std::memory_order_acq_rel) + delta;
+  WEFT_ASSERT(after >= 0);
+  if (after == 0) complete(w, t);
+}
+/// Adds t's unpublished children to its `alive` count (before a wait, or at the end of the body).
+void publish_children(Task* t);
+/// Closes t's successor list and releases each successor (cancelled too when `poison`): ready tasks are offered
+/// (best), ready join nodes pushed to `todo`. After the close, t belongs to its producer (it may be recycled).
+inline void release_successors(Worker& w, Task* t, bool poison, Task*& best, std::vector<Task*>& todo) {
+  // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
+  EdgeNode* e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
+  WEFT_ASSERT(reinterpret_cast<std::uintptr_t>(e) != kClosed);  // completed once
+  while (e) {
+    Task* s = e->succ;
+    EdgeNode* nx = e->next;  // read before releasing s: s may run, finish and be recycled right after
+    if (poison) s->cancelled.store(true, std::memory_order_relaxed);
+    WEFT_ASSERT(s->pending.load(std::memory_order_relaxed) >= 1 && s->n_edges >= 1);
+    // A successor with a single predecessor needs no atomic: no one else decrements its count.
+    if (s->n_edges == 1 || s->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (s->kind->node)
+        todo.push_back(s);
+      else
+        offer(w, s, best);
+    }
+    e = nx;
+  }
+}
+/// The body of t ended without rethrowing a child's exception: t fails with it (cancelled; the exception goes
+/// to t's parent).
+void fail_with_child_error(Worker& w, Task* t);
+}  // namespace weft::detail
