@@ -29,6 +29,9 @@ double pingpong(long long hops, int gap_us);
 /// Context switches per second {voluntary, involuntary} of an idle worker (worker 1 of 2) while worker 0 runs
 /// a busy root body for `seconds`; {-1, -1} if worker 1's thread id could not be found.
 std::pair<double, double> idle_switches(double seconds);
+/// Voluntary and involuntary context switches per second of worker 0 while it waits (taskwait) for a child that
+/// worker 1 runs for `seconds`.
+std::pair<double, double> waiting_switches(double seconds);
 
 /// The replay benchmark: a loop of `iters` iterations, each of `m` tasks that increment a counter.
 ///   chain: every task inout on one counter (one executing worker); wide: task j inout on its own counter

@@ -813,7 +813,7 @@ struct Bencher {
     }
     const long long hops[2] = {opt.pingpong_hops, opt.pingpong_hops / 40};
     const int gap_us[2] = {0, 2000};
-    std::vector<double> ns[2], vol, invol;
+    std::vector<double> ns[2], vol, invol, wvol;
     if (opt.warmup) wbench::weftk::pingpong(std::min(1000LL, hops[0]), 0);
     for (int rep = 0; rep < opt.reps; ++rep) {
       for (int g = 0; g < 2; ++g) {
@@ -822,6 +822,8 @@ struct Bencher {
       }
       progress.fetch_add(1, std::memory_order_relaxed);
       const auto sw = wbench::weftk::idle_switches(1.0);
+      const auto ws = wbench::weftk::waiting_switches(1.0);
+      wvol.push_back(ws.first);
       vol.push_back(sw.first);
       invol.push_back(sw.second);
     }
@@ -833,6 +835,9 @@ struct Bencher {
     std::printf("== idle: worker 1 of 2 idle for 1 s while worker 0 runs a busy root body; its context switches per "
                 "second, median of %d:\n   voluntary %.0f, involuntary %.0f\n",
                 opt.reps, median(vol), median(invol));
+    std::printf("== waiting: worker 0 of 2 in taskwait for 1 s while worker 1 runs its child; its voluntary context "
+                "switches per second, median of %d: %.0f\n",
+                opt.reps, median(wvol));
     std::fflush(stdout);
   }
 

@@ -144,6 +144,29 @@ std::pair<double, double> idle_switches(double seconds) {
   return {double(b.first - a.first) / t, double(b.second - a.second) / t};
 }
 
+std::pair<double, double> waiting_switches(double seconds) {
+  weft::Runtime& rt = runtime(2);
+  std::pair<long long, long long> a, b;
+  double t = 0;
+  rt.run([&](weft::Context& cx) {
+    const long self = static_cast<long>(syscall(SYS_gettid));
+    std::atomic<bool> started{false};
+    cx.spawn([&, seconds] {
+      started.store(true, std::memory_order_release);
+      const double t0 = now_s();
+      while (now_s() - t0 < seconds) _mm_pause();
+    });
+    // The root spins without running tasks: worker 1 takes the child, then the root waits for it.
+    while (!started.load(std::memory_order_acquire)) _mm_pause();
+    a = context_switches(self);
+    const double t0 = now_s();
+    cx.taskwait();
+    t = now_s() - t0;
+    b = context_switches(self);
+  });
+  return {double(b.first - a.first) / t, double(b.second - a.second) / t};
+}
+
 Result chain(int deps, long long n) {
   Slot slots[kMaxDeps] = {};
   Slot* s = slots;

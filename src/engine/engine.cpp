@@ -143,7 +143,7 @@ bool idle_recheck(const Worker& w) {
 }
 }  // namespace
 
-void idle_backoff(Worker& w, bool for_condition) {
+void idle_backoff(Worker& w, const WaitCondition* cond) {
   trace::on_idle(w);
   if (w.counted) {
     // All of it: completing a task counts it in its own parent's batch, and a sleeper must not sit on a count
@@ -159,25 +159,37 @@ void idle_backoff(Worker& w, bool for_condition) {
   unsigned r = ++w.idle_rounds;
   if (r < 4096) {
     for (int i = 0; i < 4; ++i) WEFT_PAUSE();
-  } else if (r < 4096 + 256) {
-    std::this_thread::yield();
-  } else {
-    // Sleep until a push wakes us, in two phases (Engine::idle_): announce, re-check, sleep only if nothing came
-    // meanwhile. A wait on a condition (wait_until: children finished...) is timed as well: other workers make
-    // it true by finishing tasks, which pushes nothing, so it is polled every 200 us; an idle worker with
-    // nothing to wait for sleeps until woken.
-    Engine& e = *w.engine;
-    const std::uint64_t ticket = e.prepare_wait();
-    if (idle_recheck(w)) {
-      e.cancel_wait();
-      w.idle_rounds = 0;
-      return;
-    }
-    // Woken because work was pushed: poll again before sleeping. The pusher may well run that task itself before
-    // we get here; without a new polling window we would go back to sleep at once and, on a fine-grained
-    // program, miss every later task too (one worker doing all the work while the other sleeps).
-    if (e.commit_wait(ticket, for_condition)) w.idle_rounds = 0;
+    return;
   }
+  if (r < 4096 + 256) {
+    std::this_thread::yield();
+    return;
+  }
+  // Sleep until a push wakes us, in two phases (Engine::idle_): announce, re-check, sleep only if nothing came
+  // meanwhile. A waiter for a task's children also sets kChildWaiter in its `alive` between the phases: a
+  // worker that then subtracts finished children wakes everyone (take_counted), and one that did so before
+  // the bit was set left a count that the re-check sees. Any other condition is polled every 200 us: it is made
+  // true by finishing tasks, which pushes nothing.
+  Engine& e = *w.engine;
+  const std::uint64_t ticket = e.prepare_wait();
+  // seq_cst: the bit is set before the re-check reads the count, as a completer's read-modify-write of the
+  // count is ordered before or after it.
+  if (cond && cond->watched) cond->watched->alive.fetch_or(kChildWaiter, std::memory_order_seq_cst);
+  if (idle_recheck(w) || (cond && cond->done(cond->ctx))) {
+    e.cancel_wait();
+    w.idle_rounds = 0;
+  } else if (e.commit_wait(ticket, /*timed=*/cond && !cond->watched)) {
+    // Woken because work was pushed: poll again before sleeping. The pusher may well run that task itself
+    // before we get here; without a new polling window we would go back to sleep at once and, on a
+    // fine-grained program, miss every later task too (one worker doing all the work while the other sleeps).
+    w.idle_rounds = 0;
+  }
+  if (cond && cond->watched) cond->watched->alive.fetch_and(~kChildWaiter, std::memory_order_relaxed);
+}
+
+void wake_child_waiter(Worker& w, Task* p) {
+  p->alive.fetch_and(~kChildWaiter, std::memory_order_relaxed);  // one wake-up per sleep
+  w.engine->wake_all();
 }
 
 // Memory orderings of the event count: see Engine::idle_.
@@ -261,6 +273,8 @@ inline Task* take_counted(Worker& w) {
   w.counted = 0;
   const std::int64_t before = p->alive.fetch_sub(c, std::memory_order_acq_rel);
   WEFT_ASSERT(before >= c);  // never more finished children than counted ones
+  if (before & kChildWaiter) [[unlikely]]
+    wake_child_waiter(w, p);  // (the bit is set only while p's body runs: `before == c` cannot hold then)
   return before == c ? p : nullptr;
 }
 
@@ -378,12 +392,12 @@ void throttle_wait(Worker& w, Task* p) {
   ++w.counters.throttle_stalls;
   trace::on_runtime(w);
   publish_children(p);
-  wait_until(w, [&] { return unfinished_children(w, p) <= limit / 2; });
+  wait_until(w, [&] { return unfinished_children(w, p) <= limit / 2; }, p);
 }
 
 void wait_for_children(Worker& w, Task* p) {
   publish_children(p);
-  wait_until(w, [&] { return unfinished_children(w, p) == 0; });
+  wait_until(w, [&] { return unfinished_children(w, p) == 0; }, p);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -443,9 +457,36 @@ Task* detached_allocate(const char* label, std::int32_t priority) {
   return t;
 }
 
+namespace {
+thread_local unsigned tls_send_throttle_depth = 0;  // throttled sends nested on this thread's stack
+constexpr unsigned kMaxSendThrottleDepth = 32;       // beyond, sends are not throttled (bounds the stack)
+
+// Throttling of sends (as of spawns, Options::max_tasks): the anchor has that many submitted, unfinished tasks.
+// The sender runs queued tasks until half as many remain, or until it finds none to run: it never waits, since
+// what it would wait for may be a task suspended below it on this very stack (another throttled sender).
+[[gnu::noinline]] void throttle_sends(Worker& w, Task* a, std::int64_t limit) {
+  ++w.counters.throttle_stalls;
+  trace::on_runtime(w);
+  ++tls_send_throttle_depth;
+  // The sends counted so far for the reordering at the end of the body (run_detached) may be run here: forget
+  // them (that reordering only chooses which task runs first).
+  tls_detached_queued = 0;
+  while (unfinished_children(w, a) > limit / 2) {
+    Task* t = find_work(w);
+    if (!t) break;
+    run_task(w, t);
+  }
+  tls_detached_queued = 0;
+  --tls_send_throttle_depth;
+}
+}  // namespace
+
 void detached_submit(Task* t, Task* anchor) {
   Worker& w = *tls_worker;
   Task* const a = anchor;
+  const auto limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
+  if (unfinished_children(w, a) >= limit && tls_send_throttle_depth < kMaxSendThrottleDepth) [[unlikely]]
+    throttle_sends(w, a, limit);
   t->parent = a;
   count_new_child(w, a);  // `a` cannot complete meanwhile: t's sender is one of its children, or its body
   ++w.counters.tasks_created;

@@ -112,8 +112,6 @@ struct alignas(64) Worker {
   /// or idle period, and before running a task of another parent.
   Task* counted_parent = nullptr;
   std::uint32_t counted = 0;
-  /// Recycling of retired children (begin_spawn): the retired count at which the next pass runs.
-  std::uint32_t sweep_next = 64;
   std::uint64_t rng;
   unsigned idle_rounds = 0;
   Counters counters;
@@ -124,13 +122,16 @@ struct alignas(64) Worker {
   alignas(64) std::atomic<Task*> remote_free{nullptr};
   std::vector<void*> chunks;
 
+  std::vector<Task*> completing;          ///< work list of complete(): tasks and join nodes to complete
+  std::vector<Task*> completed_children;  ///< complete(): parents owed a finished child, applied after nodes
+
+  // --- the dependency front end's per-worker state (src/deps): kept here, at hand on the spawn path ---
   TaskBuffer scratch;       ///< candidate predecessors of the task being registered
   TaskBuffer weak_scratch;  ///< same, for a weak access's node
   TaskBuffer node_scratch;  ///< same, for a join node
-  EdgeNode* spare_edges = nullptr;  ///< an edge array for the task being registered, if it needs one (src/deps)
+  EdgeNode* spare_edges = nullptr;  ///< an edge array for the task being registered, if it needs one
   std::size_t spare_edges_size = 0;
-  std::vector<Task*> completing;          ///< work list of complete(): tasks and join nodes to complete
-  std::vector<Task*> completed_children;  ///< complete(): parents owed a finished child, applied after nodes
+  std::uint32_t sweep_next = 64;  ///< recycling of retired children (begin_spawn): the count of the next pass
 
   Task* allocate() {
     if (!free_list) [[unlikely]]
@@ -303,9 +304,21 @@ inline void count_new_child(Worker& w, Task* a) {
   }
 }
 void run_task(Worker& w, Task* t);
-/// No work found: spin, yield, then sleep until a push. `for_condition`: called by wait_until, whose condition
-/// (children finished...) other workers make true without pushing anything: such a sleep is timed.
-void idle_backoff(Worker& w, bool for_condition = false);
+/// What a worker waits for (wait_until), for the re-check idle_backoff makes before it sleeps.
+struct WaitCondition {
+  bool (*done)(const void* ctx);
+  const void* ctx;
+  /// Non-null: `done` depends only on this task's count of unfinished children, and the worker sleeps until a
+  /// completion of one of them wakes it (kChildWaiter). Null: the sleep is timed (the condition is polled).
+  Task* watched;
+};
+/// The bit of Task::alive that says: the task's body sleeps until a child finishes (weak-node units use bits
+/// 32-61). Set and cleared by the waiter (idle_backoff); a worker that subtracts finished children from a count
+/// with the bit wakes it (wake_child_waiter).
+inline constexpr std::int64_t kChildWaiter = std::int64_t{1} << 62;
+void wake_child_waiter(Worker& w, Task* p);
+/// No work found: spin, yield, then sleep until a push (or, for a waiter, until its condition may hold).
+void idle_backoff(Worker& w, const WaitCondition* cond = nullptr);
 /// Conditions waited on count this worker's batched completions themselves (see unfinished_children);
 /// the batch is flushed before idling, so other workers' progress is never hidden for long.
 /// Subtracts the batched completions from their parent; completes the parent if that was the last thing it
@@ -314,15 +327,20 @@ void flush_completions(Worker& w);
 /// Runs tasks until done() holds. The waiter then resumes its own code: a successor left in its
 /// immediate-successor slot (readied by the last task it ran) goes to its queue, where other workers can take
 /// it, instead of waiting there until the waiter's body returns.
+/// `watched`: done() depends only on that task's unfinished children (see WaitCondition).
 template <class Cond>
-void wait_until(Worker& w, Cond&& done) {
+void wait_until(Worker& w, Cond&& done, Task* watched = nullptr) {
   for (;;) {
     if (done()) break;
     if (Task* t = find_work(w)) {
       w.idle_rounds = 0;
       run_task(w, t);
     } else {
-      idle_backoff(w, /*for_condition=*/true);
+      // A copy for the re-check: `done` itself never escapes, so the loop above keeps what it reads in registers.
+      std::remove_cvref_t<Cond> check = done;
+      const WaitCondition cond{[](const void* c) { return (*static_cast<decltype(check)*>(const_cast<void*>(c)))(); },
+                               &check, watched};
+      idle_backoff(w, &cond);
     }
   }
   w.idle_rounds = 0;

@@ -332,14 +332,9 @@ Loop* loop_of(const Task* recorder) {
   return l;
 }
 
-// Instances of the taskiter task still to complete, as seen by w (its batched completions included).
-std::int64_t remaining(const Worker& w, const Task* owner) {
-  const std::int64_t n = owner->alive.load(std::memory_order_acquire) - kAliveGuard;
-  return w.counted_parent == owner ? n - w.counted : n;
-}
-
+// The taskiter task's children are its released instances (see Termination above).
 void wait_for_instances(Worker& w, Task* owner) {
-  wait_until(w, [&] { return remaining(w, owner) == 0; });
+  wait_until(w, [&] { return unfinished_children(w, owner) == 0; }, owner);
 }
 
 void schedule_roots(Worker& w, Loop& L) {

@@ -34,9 +34,6 @@ TEST_P(Memory, RssGrowthBounded) {
   if (weft_test::kSanitized) GTEST_SKIP() << "RSS is meaningless under sanitizers";
   const std::string pattern = std::get<0>(GetParam());
   const unsigned workers = std::get<1>(GetParam());
-  if (pattern == "flow_ready")  // README, known limits: flow sends are not throttled
-    GTEST_SKIP() << "known limit: a source that sends its continuation after its ready tasks can run ahead of "
-                    "them (always on one worker: LIFO queue; on several, whenever the others fall behind)";
   weft::Runtime rt(weft_test::opts(workers));
   weft_memory::Sampler s;
   weft_memory::run_pattern(rt, pattern, 4096, s);  // warm-up: threads, pools, first chunks

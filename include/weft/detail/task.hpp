@@ -52,7 +52,8 @@ struct alignas(64) Task {
   std::atomic<bool> cancelled;            ///< failed, or a predecessor failed (then the body is skipped)
   std::uint16_t owner;                    ///< worker whose pool holds this descriptor
   const TaskKind* kind;                   ///< set at creation; fixed once the task is visible to other threads
-  /// (weak nodes not done) << 32  +  kAliveGuard (while the body runs)  +  published children - finished children.
+  /// (weak nodes not done) << 32  +  kAliveGuard (while the body runs)  +  published children - finished children;
+  /// bit 62: the body sleeps until a child finishes (engine: kChildWaiter).
   std::atomic<std::int64_t> alive;
 
   // --- set once at spawn ---
