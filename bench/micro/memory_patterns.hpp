@@ -15,8 +15,8 @@
 //                second input only when the next batch gets its first, so 1024-2048 tasks are always pending;
 //                the two-input tasks have a higher priority than the sources, so they run once ready (this
 //                measures the pending-task tables)
-//   flow_ready   the same without priorities: the sources may run ahead of the ready tasks they make (flow
-//                tasks are not throttled)
+//   flow_ready   the same without priorities: a source's continuation, sent after its ready tasks, would run
+//                ahead of them without the throttling of sends
 #pragma once
 
 #include <malloc.h>

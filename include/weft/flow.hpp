@@ -40,6 +40,11 @@
 // * Pending tasks (some inputs arrived, not all) wait in a per-template-task concurrent hash table (bucket locks,
 //   growth by chained tables, a reader-biased resize lock); a template task with a single non-aggregator input
 //   never uses it: each value sent to it makes a ready task at once.
+// * Throttling (bounded memory, as for dependency tasks): a send that makes a task ready while the graph already
+//   has Options::max_tasks (WEFT_MAX_TASKS) ready or running tasks first runs queued tasks of the graph, until
+//   half as many remain or none is queued; so a task sending many ready tasks and then its own continuation
+//   cannot run ahead of them without bound. A send may therefore run other task bodies before it returns: do not
+//   hold a lock across send() that another task of the graph takes.
 //
 // Graph and runtime
 // -----------------

@@ -49,6 +49,32 @@ TEST_P(Idle, PushRacingWithSleepIsNeverLost) {
   EXPECT_EQ(c.started.load(), static_cast<long long>(c.gap_us.size()) - 1);
 }
 
+// A task waiting for its children (taskwait) sleeps until a child's completion wakes it: children that finish on
+// other workers after random gaps (around the time the waiter takes to fall asleep) must each wake it. The sleep
+// has no timeout: a lost wake-up hangs this test (ctest's timeout fails it).
+TEST_P(Idle, WaiterForChildrenIsWokenByTheirCompletion) {
+  weft::Runtime rt(opts(GetParam()));
+  std::mt19937 rng(GetParam() + 7);
+  std::uniform_int_distribution<int> gap(0, 1500);
+  const int rounds = scaled(400, 40);
+  int done = 0;
+  rt.run([&](weft::Context& cx) {
+    for (int r = 0; r < rounds; ++r) {
+      const int g = gap(rng);
+      std::atomic<bool> started{false};
+      cx.spawn([&started, g] {
+        started.store(true);
+        busy_for_us(g);
+      });
+      // Another worker takes the child (this one runs nothing while it spins), then this one waits for it.
+      ASSERT_TRUE(spin_until([&] { return started.load(); })) << "no worker took the child";
+      cx.taskwait();
+      ++done;
+    }
+  });
+  EXPECT_EQ(done, rounds);
+}
+
 // Workers asleep when a run ends leave it: with a profile, the end of a run waits for every worker to leave.
 TEST(Idle, RunsEndWithWorkersAsleep) {
   weft::Options o = opts(4);
