@@ -21,8 +21,8 @@ extern const TaskKind kJoinNode;
 /// completes only after it (it counts in the task's `alive`). Owned by the task, not by a domain.
 extern const TaskKind kWeakNode;
 
-/// Registers t's accesses in the domain of its parent; links t after its predecessors. Returns true if t is
-/// ready now. Throws (only std::bad_alloc) with nothing registered.
+/// Registers t's accesses (n >= 1) in the domain of its parent; links t after its predecessors. Returns true if t
+/// is ready now. Throws (only std::bad_alloc) having registered nothing.
 bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n);
 /// Collects into w.scratch the tasks an `in` access to `address` would wait for.
 void writers_of(Worker& w, Task* parent, const void* address);

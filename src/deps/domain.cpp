@@ -24,7 +24,9 @@
 // makes room in their lists, sizes the candidate buffers and the task's edge, weak-link and lock arrays, and
 // takes the descriptors (with their edge arrays) of the join nodes phase 2 will build. It changes nothing that
 // another task can observe (a new record is empty; pruning only forgets finished tasks). Phase 2 links the
-// task and allocates nothing, so a spawn that fails leaves no trace but the exception.
+// task and allocates nothing, so a spawn that fails leaves no trace but the exception. Three paths keep these
+// phases: one plain access (register_accesses), a few plain accesses (register_plain: no plans, no nodes, its
+// state in registers: tasks with several accesses are the common case), and the rest (register_general).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -118,7 +120,7 @@ struct Domain {
   const void* last_address = nullptr;  // one-entry cache: consecutive tasks often name the same datum
   std::uint32_t last = kNoRecord;      // kNoRecord: the cache is empty (any address, null included, may be named)
   std::size_t sweep_at = kFirstSweep;  // records count beyond which the next creation sweeps first
-  std::uint64_t stamp = 0;             // registrations through the general path (Record::stamp)
+  std::uint64_t stamp = 0;             // registrations of several accesses (Record::stamp)
 
   static std::uint64_t hash(const void* a) {
     return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a)) * 0x9E3779B97F4A7C15ull;
@@ -126,15 +128,22 @@ struct Domain {
 
   Record* find(const void* a) {
     if (a == last_address && last != kNoRecord) return &records[last];
-    const std::size_t mask = slots.size() - 1;
+    Record* r = probe(a);
+    if (r) {
+      last_address = a;
+      last = static_cast<std::uint32_t>(r - records.data());
+    }
+    return r;
+  }
+
+  /// find() without the one-entry cache: for tasks with several accesses, which name a different datum each (the
+  /// cache would miss, and updating it costs two stores per access).
+  Record* probe(const void* a) {
+    const std::size_t mask = ~std::uint64_t{0} >> shift;  // slots.size() - 1, from what hash() needs anyway
     for (std::size_t i = hash(a) >> shift;; i = (i + 1) & mask) {
       const std::uint32_t s = slots[i];
       if (s == 0) return nullptr;
-      if (records[s - 1].address == a) {
-        last_address = a;
-        last = s - 1;
-        return &records[s - 1];
-      }
+      if (records[s - 1].address == a) return &records[s - 1];
     }
   }
 
@@ -479,10 +488,9 @@ std::vector<Access> merge_duplicates(const Access* acc, std::size_t n) {
   return merged;
 }
 
-/// The record of `a` in a reserved domain: found, or created (for a weakly accessing parent, a new record
-/// starts behind the parent's weak node: children wait for what the parent would have waited for).
-Record& record_of(Domain& d, Task* parent, const void* a) {
-  if (Record* r = d.find(a)) return *r;
+/// A new record for `a` in a reserved domain (for a weakly accessing parent, it starts behind the parent's weak
+/// node: children wait for what the parent would have waited for).
+[[gnu::noinline]] Record& new_record(Domain& d, Task* parent, const void* a) {
   Record& r = d.create(a);
   for (std::uint8_t k = 0; k < parent->n_weak; ++k)
     if (parent->weak[k].address == a) {
@@ -490,6 +498,12 @@ Record& record_of(Domain& d, Task* parent, const void* a) {
       break;
     }
   return r;
+}
+
+/// The record of `a` in a reserved domain: found, or created.
+Record& record_of(Domain& d, Task* parent, const void* a) {
+  if (Record* r = d.find(a)) return *r;
+  return new_record(d, parent, a);
 }
 
 bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n);
@@ -541,6 +555,18 @@ bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::
   }
 }
 
+// Phase 1: the worker's spare edge array holds at least `cands` nodes (see link()).
+[[gnu::noinline]] void grow_spare_edges(Worker& w, std::size_t cands) {
+  EdgeNode* fresh = new EdgeNode[cands];
+  delete[] w.spare_edges;
+  w.spare_edges = fresh;
+  w.spare_edges_size = cands;
+}
+inline void reserve_spare_edges(Worker& w, std::size_t cands) {
+  if (cands > kInlineEdges && w.spare_edges_size < cands) [[unlikely]]
+    grow_spare_edges(w, cands);
+}
+
 void free_held(Worker& w, Task*& held) {
   while (held) {
     Task* x = held;
@@ -549,7 +575,8 @@ void free_held(Worker& w, Task*& held) {
   }
 }
 
-// The general path (several accesses, groups, weak accesses): phase 1 then phase 2.
+// The general path (groups, weak accesses, a datum named twice, more than kPlainMax accesses): phase 1 then
+// phase 2.
 [[gnu::noinline]] bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
   Domain& d = *parent->domain;
   const std::uint64_t stamp = ++d.stamp;
@@ -605,12 +632,7 @@ void free_held(Worker& w, Task*& held) {
     // t's edge nodes beyond the inline ones: a spare array, taken by link() only if, after duplicates and
     // finished predecessors are dropped, it needs one (a chain of tasks with 6 accesses has 6 candidates but
     // one predecessor: no allocation).
-    if (strong_cands > kInlineEdges && w.spare_edges_size < strong_cands) {
-      EdgeNode* fresh = new EdgeNode[strong_cands];
-      delete[] w.spare_edges;
-      w.spare_edges = fresh;
-      w.spare_edges_size = strong_cands;
-    }
+    reserve_spare_edges(w, strong_cands);
   } catch (...) {
     free_held(w, held);
     throw;  // t's arrays are freed with t by the caller
@@ -656,6 +678,72 @@ void free_held(Worker& w, Task*& held) {
   return link(w, t, cands.data(), cands.size());
 }
 
+// Tasks with a few plain accesses (in/out/inout, no group open on the datum, no datum named twice): the two
+// phases of register_general without its plans, node descriptors and group cases, in a function small enough
+// to keep its state in registers. Phase 1 also gathers the candidate predecessors (into the worker's buffer,
+// which nothing else reads), so phase 2 only updates the records. Returns false, having registered nothing, for
+// any other task (`ready` unset); register_general then starts over (phase 1 here only made room or created
+// empty records: nothing to undo).
+constexpr std::size_t kPlainMax = 8;
+
+[[gnu::always_inline]] inline bool register_plain(Worker& w, Domain& d, Task* parent, Task* t, const Access* acc,
+                                                  std::size_t n, bool& ready) {
+  WEFT_ASSERT(n >= 1);  // finish_spawn registers only tasks with accesses: the loops test at their end
+  Record* rs[kPlainMax];
+  TaskBuffer& cands = w.scratch;
+  bool reserved = false;
+again:
+  const std::uint64_t stamp = ++d.stamp;
+  cands.clear();
+  cands.reserve(n);  // one candidate per access; room for more is made where a write meets readers
+  // --- phase 1: records, list room, candidates (may throw) ---
+  std::size_t i = 0;
+  do {
+    const AccessMode mode = acc[i].mode;
+    if (mode > AccessMode::inout) return false;
+    Record* r = d.probe(acc[i].address);
+    if (!r) [[unlikely]] {  // a new datum
+      if (!reserved) {  // reserve may sweep or move the records: look them all up again
+        d.reserve(w, parent, n);
+        reserved = true;
+        goto again;
+      }
+      r = &new_record(d, parent, acc[i].address);
+    }
+    // A group, or a datum named twice: the general path.
+    if (r->group != kNoGroup || r->stamp == stamp) [[unlikely]] return false;
+    r->stamp = stamp;
+    rs[i] = r;
+    if (mode == AccessMode::in) {
+      make_room(parent, r->readers);
+      if (r->writer) cands.push_reserved(r->writer);
+    } else if (!r->readers.empty()) {
+      cands.reserve(cands.size() + r->readers.size() + (n - i - 1));
+      for (Task* rd : r->readers) cands.push_reserved(rd);
+    } else if (r->writer) {
+      cands.push_reserved(r->writer);
+    }
+  } while (++i < n);
+  reserve_spare_edges(w, cands.size());
+  // --- phase 2: the record updates (no allocation). A released task is only retired, not recycled: the
+  // candidates stay valid for link(). ---
+  i = 0;
+  do {
+    Record& r = *rs[i];
+    if (acc[i].mode == AccessMode::in) {
+      r.readers.push_back(t);  // room made by phase 1
+    } else {
+      for (Task* rd : r.readers) release(parent, rd);
+      r.readers.clear();
+      if (r.writer) release(parent, r.writer);
+      r.writer = t;
+    }
+  } while (++i < n);
+  t->record_refs += static_cast<std::int32_t>(n);  // one per record (add_ref: t is a task, not a weak node)
+  ready = link(w, t, cands.data(), cands.size());
+  return true;
+}
+
 }  // namespace
 
 bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
@@ -682,6 +770,10 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
         return link_one(w, t, pred);  // pred stays valid: only this thread recycles it, and not before next spawn
       }
     }
+  }
+  if (n <= kPlainMax) {
+    bool ready;
+    if (register_plain(w, d, parent, t, acc, n, ready)) return ready;
   }
   return register_general(w, parent, t, acc, n);
 }

@@ -155,7 +155,8 @@ void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const 
       --p->unpublished;
       --w.counters.tasks_created;
       t->body_ops->destroy(t);
-      discard_spawn(cx, t);
+      free_dependency_task(w, t);  // discard_spawn, from w: cx need not stay live across the registration
+      trace::on_spawn_end(w);
       throw;
     }
   }

@@ -484,9 +484,12 @@ constexpr unsigned kMaxSendThrottleDepth = 32;       // beyond, sends are not th
 void detached_submit(Task* t, Task* anchor) {
   Worker& w = *tls_worker;
   Task* const a = anchor;
-  const auto limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
-  if (unfinished_children(w, a) >= limit && tls_send_throttle_depth < kMaxSendThrottleDepth) [[unlikely]]
-    throttle_sends(w, a, limit);
+  // Tested only when this worker is about to touch the anchor's count (count_new_child takes credits): about
+  // once per kCredit sends, so the bound is max_tasks + kCredit per worker.
+  if ((w.counted_parent != a || w.counted == 0) && tls_send_throttle_depth < kMaxSendThrottleDepth) [[unlikely]] {
+    const auto limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
+    if (unfinished_children(w, a) >= limit) throttle_sends(w, a, limit);
+  }
   t->parent = a;
   count_new_child(w, a);  // `a` cannot complete meanwhile: t's sender is one of its children, or its body
   ++w.counters.tasks_created;
