@@ -429,7 +429,9 @@ void Transport::Impl::mark_dirty(Dest& d) {
   // The destination goes on the dirty stack once until a flush takes it off. A flush clears `queued` before it
   // takes the destination's lock, so a message appended after that flush's look sees `queued` false (its lock
   // acquisition follows the flush's release) and pushes the destination again: nothing is left unflushed.
-  if (d.queued.load(std::memory_order_relaxed) || d.queued.exchange(true, std::memory_order_relaxed)) return;
+  // acquire: pairs with the flush's release store of false, which follows its read of next_dirty: our write of
+  // next_dirty below must not race with that read.
+  if (d.queued.load(std::memory_order_relaxed) || d.queued.exchange(true, std::memory_order_acquire)) return;
   Dest* head = dirty_.load(std::memory_order_relaxed);
   do {
     d.next_dirty = head;
@@ -464,7 +466,7 @@ std::size_t Transport::Impl::flush() {
   while (list) {
     Dest& d = *list;
     list = d.next_dirty;  // before clearing `queued`: a sender may push d again right after
-    d.queued.store(false, std::memory_order_relaxed);
+    d.queued.store(false, std::memory_order_release);  // release: orders that read before the sender's write
     Buffer* head;
     {
       std::lock_guard<SpinLock> g(d.lock);
