@@ -118,7 +118,7 @@ struct Inbound {
 
 // What an outstanding request (other than a receive slot) is for.
 struct ReqCtx {
-  enum Type : std::uint8_t { eager_send, rdv_send, rdv_recv } type;
+  enum Type : std::uint8_t { ring_slot, eager_send, rdv_send, rdv_recv } type;
   void* ptr;
 };
 
@@ -162,7 +162,7 @@ struct Transport::Impl {
   void start_rdv_recv(int source, const Frame& f, std::span<const std::byte> header);
   void local_rdv(const Frame& f, std::span<const std::byte> header, RdvSend* r);
   std::size_t drain_stash();
-  void post_ring(Inbound& slot);
+  void post_ring(std::size_t slot);
   void push_req(MPI_Request r, ReqCtx ctx) {
     reqs_.push_back(r);
     ctx_.push_back(ctx);
@@ -188,11 +188,16 @@ struct Transport::Impl {
   std::unique_ptr<KindCounters[]> kind_stats_;
 
   // Everything below: only under the token.
+  // Every request this rank has in flight, tested by one MPI_Testsome per poll (one pass of MPI's progress
+  // engine): first the ring's receives (RecvMode::ring, one per slot, MPI_REQUEST_NULL while the slot is being
+  // dispatched), then sends and rendezvous in posting order.
   std::vector<MPI_Request> reqs_;
   std::vector<ReqCtx> ctx_;
   std::vector<int> done_idx_;
+  std::vector<MPI_Status> statuses_;
   std::vector<Inbound> ring_;  // RecvMode::ring: pre-posted slots, dispatched in posting order
   std::size_t ring_head_ = 0;
+  std::vector<std::size_t> repost_;  // slots dispatched in this poll, to post again
   std::deque<Inbound> probed_;  // RecvMode::probe: matched messages, in matching order
   std::deque<Buffer*> self_q_;  // flushed buffers to this rank
   std::size_t self_pos_ = 0;    // dispatch position in self_q_.front()
@@ -242,9 +247,11 @@ Transport::Impl::Impl(const TransportConfig& c)
   stash_count_.assign(cfg_.max_kinds, 0);
   if (size_ > 1 && cfg_.recv_mode == RecvMode::ring) {
     ring_.resize(cfg_.recv_slots);
-    for (Inbound& s : ring_) {
-      s.buf = take_buffer();
-      post_ring(s);
+    reqs_.assign(ring_.size(), MPI_REQUEST_NULL);
+    ctx_.assign(ring_.size(), {ReqCtx::ring_slot, nullptr});
+    for (std::size_t i = 0; i < ring_.size(); ++i) {
+      ring_[i].buf = take_buffer();
+      post_ring(i);
     }
   }
 }
@@ -260,7 +267,7 @@ Transport::Impl::~Impl() {
     flush();
     test_requests();
     bool busy = dirty_.load(std::memory_order_acquire) != nullptr;
-    for (const ReqCtx& c : ctx_) busy |= c.type != ReqCtx::rdv_recv;
+    for (const ReqCtx& c : ctx_) busy |= c.type == ReqCtx::eager_send || c.type == ReqCtx::rdv_send;
     if (!busy) break;
     std::this_thread::yield();
   }
@@ -272,22 +279,9 @@ Transport::Impl::~Impl() {
     if (!flag) std::this_thread::yield();
   }
   // 3. Whatever arrived and was not dispatched is lost: say so.
+  test_requests();  // the ring's last arrivals
   std::size_t lost = stash_.size();
-  for (Inbound& s : ring_) {
-    if (!s.arrived) {
-      int flag = 0;
-      MPI_Status st;
-      MPI_Test(&s.req, &flag, &st);
-      if (flag) {
-        s.arrived = true;
-        int n = 0;
-        MPI_Get_count(&st, MPI_BYTE, &n);
-        s.len = static_cast<std::size_t>(n);
-        s.pos = 0;
-      }
-    }
-    if (s.arrived && s.pos < s.len) ++lost;
-  }
+  for (const Inbound& s : ring_) lost += s.arrived && s.pos < s.len;
   for (const Inbound& in : probed_) lost += in.pos < in.len || !in.arrived;
   if (!self_q_.empty()) ++lost;
   for (const ReqCtx& c : ctx_) lost += c.type == ReqCtx::rdv_recv;
@@ -297,18 +291,18 @@ Transport::Impl::~Impl() {
                  "client did not wait for them\n",
                  rank_, lost);
   // 4. Release the receives still posted, then the communicator.
-  for (Inbound& s : ring_) {
-    if (!s.arrived) {
-      MPI_Cancel(&s.req);
-      MPI_Wait(&s.req, MPI_STATUS_IGNORE);  // a cancelled receive completes locally
+  for (std::size_t i = 0; i < ring_.size(); ++i) {
+    if (reqs_[i] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&reqs_[i]);
+      MPI_Wait(&reqs_[i], MPI_STATUS_IGNORE);  // a cancelled receive completes locally
     }
-    recycle(s.buf);
+    recycle(ring_[i].buf);
   }
   for (Inbound& in : probed_) {
     if (!in.arrived) MPI_Wait(&in.req, MPI_STATUS_IGNORE);  // matched already: its data is on the way
     recycle(in.buf);
   }
-  for (std::size_t i = 0; i < reqs_.size(); ++i) {  // rendezvous receives whose data never came
+  for (std::size_t i = ring_.size(); i < reqs_.size(); ++i) {  // rendezvous receives whose data never came
     MPI_Cancel(&reqs_[i]);
     MPI_Wait(&reqs_[i], MPI_STATUS_IGNORE);
     auto* r = static_cast<RdvRecv*>(ctx_[i].ptr);
@@ -460,6 +454,8 @@ void Transport::Impl::count_sent(const Buffer& b, bool self) {
 }
 
 std::size_t Transport::Impl::flush() {
+  // A load first: most polls find nothing, and a read keeps the line shared with the senders.
+  if (!dirty_.load(std::memory_order_relaxed)) return 0;
   // acquire: pairs with mark_dirty's release (next_dirty links, and the buffers behind the destination lock).
   Dest* list = dirty_.exchange(nullptr, std::memory_order_acquire);
   std::size_t n = 0;
@@ -536,23 +532,37 @@ void Transport::Impl::discard_self_frames(const Buffer& b, std::size_t from) {
 
 // --- receive ----------------------------------------------------------------------------------------------
 
-void Transport::Impl::post_ring(Inbound& s) {
+void Transport::Impl::post_ring(std::size_t slot) {
+  Inbound& s = ring_[slot];
   s.arrived = false;
   s.len = s.pos = 0;
   MPI_Irecv(s.buf->data.get(), static_cast<int>(cfg_.aggregate_bytes), MPI_BYTE, MPI_ANY_SOURCE, kTagEager, comm_,
-            &s.req);
+            &reqs_[slot]);
 }
 
 std::size_t Transport::Impl::test_requests() {
   if (reqs_.empty()) return 0;
   int count = 0;
   done_idx_.resize(reqs_.size());
-  MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &count, done_idx_.data(), MPI_STATUSES_IGNORE);
-  if (count <= 0) return 0;  // MPI_UNDEFINED: none active (cannot happen: we drop completed ones)
+  statuses_.resize(reqs_.size());
+  MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &count, done_idx_.data(), statuses_.data());
+  if (count <= 0) return 0;  // MPI_UNDEFINED: every request null (ring slots being dispatched)
   std::vector<RdvRecv*> arrived;
+  std::size_t n = 0;
   for (int i = 0; i < count; ++i) {
-    const ReqCtx c = ctx_[static_cast<std::size_t>(done_idx_[i])];
+    const auto idx = static_cast<std::size_t>(done_idx_[i]);
+    const ReqCtx c = ctx_[idx];
     switch (c.type) {
+      case ReqCtx::ring_slot: {  // dispatched in posting order by receive_ring
+        Inbound& s = ring_[idx];
+        int bytes = 0;
+        MPI_Get_count(&statuses_[static_cast<std::size_t>(i)], MPI_BYTE, &bytes);
+        s.arrived = true;
+        s.source = statuses_[static_cast<std::size_t>(i)].MPI_SOURCE;
+        s.len = static_cast<std::size_t>(bytes);
+        s.pos = 0;
+        continue;  // counted when dispatched
+      }
       case ReqCtx::eager_send: recycle(static_cast<Buffer*>(c.ptr)); break;
       case ReqCtx::rdv_send: {
         auto* r = static_cast<RdvSend*>(c.ptr);
@@ -565,10 +575,11 @@ std::size_t Transport::Impl::test_requests() {
         break;
       }
     }
+    ++n;
   }
-  // Completed requests are MPI_REQUEST_NULL now: drop them, keeping the others' order (oldest first).
-  std::size_t w = 0;
-  for (std::size_t i = 0; i < reqs_.size(); ++i) {
+  // Completed requests are MPI_REQUEST_NULL now: drop them (not the ring's), keeping the others' order.
+  std::size_t w = ring_.size();
+  for (std::size_t i = w; i < reqs_.size(); ++i) {
     if (reqs_[i] == MPI_REQUEST_NULL) continue;
     reqs_[w] = reqs_[i];
     ctx_[w] = ctx_[i];
@@ -586,7 +597,7 @@ std::size_t Transport::Impl::test_requests() {
   } else {
     for (RdvRecv* r : arrived) delete r;
   }
-  return static_cast<std::size_t>(count);
+  return n;
 }
 
 void Transport::Impl::run_handler(const Message& m) {
@@ -735,24 +746,15 @@ std::size_t Transport::Impl::dispatch_self(std::size_t& budget) {
 std::size_t Transport::Impl::receive_ring(std::size_t& budget) {
   // Slots are dispatched in posting order, the order in which MPI matches arrivals to them: per sender, that is
   // the sending order (non-overtaking). A slot that has not arrived stops the walk, even if a later one has.
+  // Arrivals were found by test_requests' MPI_Testsome: no MPI call here but the reposts.
   std::size_t n = 0;
   while (budget > 0) {
     Inbound& s = ring_[ring_head_];
-    if (!s.arrived) {
-      int flag = 0;
-      MPI_Status st;
-      MPI_Test(&s.req, &flag, &st);
-      if (!flag) break;
-      int count = 0;
-      MPI_Get_count(&st, MPI_BYTE, &count);
-      s.arrived = true;
-      s.source = st.MPI_SOURCE;
-      s.len = static_cast<std::size_t>(count);
-      s.pos = 0;
-    }
+    if (!s.arrived) break;
     n += dispatch_frames(s, budget);
     if (s.pos < s.len) break;  // budget spent: the rest of this slot at the next poll
-    post_ring(s);
+    s.arrived = false;
+    repost_.push_back(ring_head_);  // by progress(), after the flush
     ring_head_ = (ring_head_ + 1) % ring_.size();
   }
   return n;
@@ -797,21 +799,26 @@ std::size_t Transport::Impl::receive_probe(std::size_t& budget) {
 // --- poll -------------------------------------------------------------------------------------------------
 
 std::size_t Transport::Impl::progress(std::size_t budget) {
-  std::size_t n = 0;
+  std::size_t n = flush();  // what was sent since the last poll leaves before anything else is done
   if (!stash_.empty()) n += drain_stash();
-  n += test_requests();  // first: frees buffers and delivers completed rendezvous
+  n += test_requests();  // arrivals in the ring, sends completed, rendezvous delivered
   n += dispatch_self(budget);
   if (size_ > 1) n += cfg_.recv_mode == RecvMode::ring ? receive_ring(budget) : receive_probe(budget);
   for (std::size_t i = 0; i < hooks_.size(); ++i) n += hooks_[i].second();
-  n += flush();  // last: what the handlers and hooks just sent leaves in this poll
+  n += flush();  // what the handlers and hooks just sent leaves in this poll
+  // The ring slots dispatched above are posted again only now: a reply goes out first. In consumption order,
+  // which is the ring's order, so the slots stay matched in posting order.
+  for (std::size_t slot : repost_) post_ring(slot);
+  repost_.clear();
   return n;
 }
 
 void Transport::Impl::publish_outstanding() {
-  std::size_t o = reqs_.size() + self_q_.size() + stash_.size() + probed_.size();
+  std::size_t o = reqs_.size() - ring_.size() + self_q_.size() + stash_.size() + probed_.size();
   if (!ring_.empty() && ring_[ring_head_].arrived) ++o;
-  // relaxed: a hint for idle decisions, read with the dirty stack; exactness is not promised.
-  outstanding_.store(o, std::memory_order_relaxed);
+  // relaxed: a hint for idle decisions, read with the dirty stack; exactness is not promised. Stored only when
+  // it changes: readers on other cores keep their copy of the line.
+  if (outstanding_.load(std::memory_order_relaxed) != o) outstanding_.store(o, std::memory_order_relaxed);
 }
 
 std::size_t Transport::Impl::poll(std::size_t budget) {
@@ -918,12 +925,7 @@ void Transport::check_consistency() {
     MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
     if (flag) break;
     // Keep our part of any protocol going: a rank still on its way here may wait for our messages.
-    std::size_t budget = m.cfg_.poll_budget;
-    m.test_requests();
-    m.dispatch_self(budget);
-    if (m.size_ > 1) (m.cfg_.recv_mode == RecvMode::ring ? m.receive_ring(budget) : m.receive_probe(budget));
-    m.flush();
-    std::this_thread::yield();
+    if (m.progress(m.cfg_.poll_budget) == 0) std::this_thread::yield();
   }
   if (all[0] != h || ~all[1] != h) {
     std::string names;
