@@ -49,25 +49,25 @@ class SpinLock {
 /// Re-entry is detected per thread: a handler, which runs under the token, may call those operations too.
 class ProgressToken {
  public:
-  /// Takes the token if it is free. Reads before it writes: idle workers polling in a loop then share the
-  /// line instead of bouncing it between cores.
+  /// Takes the token if it is free and nobody waits for it in acquire(). Reads before it writes: idle workers
+  /// polling in a loop then share the line instead of bouncing it between cores.
   bool try_acquire() noexcept {
-    if (held_.load(std::memory_order_relaxed)) return false;
-    // acquire: pairs with release(), so this holder sees everything the previous holder did (the transport's
-    // state is only ever touched under the token).
-    if (held_.exchange(true, std::memory_order_acquire)) return false;
-    holder_ = this;
-    return true;
+    // relaxed: a hint; the exchange below decides.
+    if (held_.load(std::memory_order_relaxed) || waiting_.load(std::memory_order_relaxed)) return false;
+    return take();
   }
-  /// Waits for the token (spins, then yields). Not for the polling path.
+  /// Waits for the token (spins, then yields). Not for the polling path. Pollers step aside while a thread
+  /// waits here: workers that poll back to back would otherwise hand the token to each other and starve it.
   void acquire() noexcept {
-    for (unsigned spins = 0; !try_acquire();) {
+    waiting_.fetch_add(1, std::memory_order_relaxed);
+    for (unsigned spins = 0; held_.load(std::memory_order_relaxed) || !take();) {
       if (++spins < 128) {
         cpu_relax();
       } else {
         std::this_thread::yield();
       }
     }
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
   }
   void release() noexcept {
     holder_ = nullptr;
@@ -77,7 +77,16 @@ class ProgressToken {
   bool held_by_this_thread() const noexcept { return holder_ == this; }
 
  private:
+  bool take() noexcept {
+    // acquire: pairs with release(), so this holder sees everything the previous holder did (the transport's
+    // state is only ever touched under the token).
+    if (held_.exchange(true, std::memory_order_acquire)) return false;
+    holder_ = this;
+    return true;
+  }
+
   alignas(64) std::atomic<bool> held_{false};
+  std::atomic<unsigned> waiting_{0};  // threads in acquire(); on held_'s line: pollers read both at once
   static inline thread_local const ProgressToken* holder_ = nullptr;
 };
 

@@ -404,6 +404,42 @@ TEST_P(TransportTest, RegisterFromHandler) {
   barrier(t);
 }
 
+// Registering a kind (which waits for the progress token) and reading the counters while other threads poll
+// back to back: the pollers step aside for the registration, which must not starve.
+TEST_P(TransportTest, RegisterAndStatsWhileOthersPoll) {
+  Transport t(config());
+  const int me = t.rank(), n = t.size();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> pollers;
+  for (int p = 0; p < 2; ++p)
+    pollers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) t.poll();  // no yield: the worst case
+    });
+  std::atomic<std::uint64_t> got{0};
+  std::vector<Kind> kinds;
+  for (int i = 0; i < 20; ++i) {
+    kinds.push_back(t.register_kind("busy-" + std::to_string(i), {.deliver = [&](const Message&) {
+                                                                    got.fetch_add(1, std::memory_order_relaxed);
+                                                                  }}));
+    const TransportStats s = t.stats();
+    EXPECT_EQ(s.kinds.size(), kinds.size());
+    (void)t.outstanding();
+  }
+  barrier([] { return std::size_t{0}; });  // every rank has registered all 20 (the pollers progress)
+  for (Kind k : kinds)
+    for (int d = 0; d < n; ++d) t.send(d, k, {}, {});
+  poll_until([] { return std::size_t{0}; }, [&] { return got.load() >= 20u * static_cast<unsigned>(n); },
+             "messages of kinds registered under load");
+  stop = true;
+  for (auto& th : pollers) th.join();
+  const TransportStats s = t.stats();
+  std::uint64_t per_kind = 0;
+  for (const KindStats& k : s.kinds) per_kind += k.messages_received;
+  EXPECT_EQ(per_kind, 20u * static_cast<unsigned>(n));
+  (void)me;
+  barrier(t);
+}
+
 TEST_P(TransportTest, ConsistencyCheck) {
   if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
   Transport t(config());
