@@ -110,13 +110,13 @@ struct Stashed {
 // A received aggregated MPI message being dispatched (a ring slot, or a probed message).
 struct Inbound {
   Buffer* buf = nullptr;
-  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Request req = MPI_REQUEST_NULL;  // RecvMode::probe (a ring slot's request is in Impl::reqs_)
   int source = -1;
   std::size_t len = 0, pos = 0;
   bool arrived = false;
 };
 
-// What an outstanding request (other than a receive slot) is for.
+// What an outstanding request is for.
 struct ReqCtx {
   enum Type : std::uint8_t { ring_slot, eager_send, rdv_send, rdv_recv } type;
   void* ptr;

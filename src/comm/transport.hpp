@@ -15,9 +15,11 @@
 // to one's own rank never touches MPI (a large one costs one copy, into the placed buffer).
 //
 // Receiving. poll() takes the process-wide progress token (MpiEnv::token()) with a try-lock and returns at once
-// when another thread has it; it then does a bounded amount of work: completes sends (MPI_Testsome), receives
-// (a ring of pre-posted MPI_Irecv with MPI_ANY_SOURCE, or MPI_Improbe/MPI_Imrecv), dispatches up to `budget`
-// messages, runs the progress hooks, and flushes the buffers (MPI_Isend). No MPI call on this path blocks.
+// when another thread has it; it then does a bounded amount of work: flushes what was sent since the last poll
+// (MPI_Isend), runs one MPI_Testsome over the receive ring (pre-posted MPI_Irecv with MPI_ANY_SOURCE) and the
+// outstanding sends and rendezvous, dispatches up to `budget` messages, runs the progress hooks, flushes what
+// the handlers sent and posts the ring's consumed slots again. RecvMode::probe replaces the ring with
+// MPI_Improbe/MPI_Imrecv (measured slower here: bench/comm). No MPI call on this path blocks.
 // Handlers run on the polling thread, under the token, one at a time; send() takes no lock a handler could hold,
 // so handlers may send. A handler that calls poll() gets 0 (the token is taken); one that throws ends the job
 // (abort_job: its message is lost, and a peer would wait for it).
@@ -26,6 +28,9 @@
 // place() is called in that order and deliver() when its bytes have arrived (later messages may be delivered
 // first). A message whose kind is not registered yet on the receiving rank (that rank is still constructing its
 // clients) is kept and delivered once the kind is registered, in order.
+//
+// Memory. Aggregation buffers are taken from a pool and return to it when MPI has sent them; nothing bounds
+// what senders append between two polls (the engine polls at scheduling points and when idle).
 //
 // Every rank must use the same TransportConfig (buffer sizes) and register the same kinds in the same order;
 // check_consistency() verifies both.
