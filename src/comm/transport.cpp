@@ -133,6 +133,8 @@ std::uint64_t fnv1a(std::uint64_t h, const void* p, std::size_t n) {
 struct Transport::Impl {
   explicit Impl(const TransportConfig& c);
   ~Impl();
+  void shutdown();        // the MPI side of destruction (collective)
+  void release_memory();  // everything allocated, whatever state MPI is in
 
   void send(int dest, Kind kind, std::span<const std::byte> header, std::span<const std::byte> payload,
             SendDone* done, std::uint32_t epoch);
@@ -257,12 +259,17 @@ Transport::Impl::Impl(const TransportConfig& c)
 }
 
 Transport::Impl::~Impl() {
-  if (!MpiEnv::mpi_live()) return;  // MPI is gone (finalised by the program): nothing can be released
+  // With MPI gone (the program finalised it first), no request can be completed or cancelled: only memory.
+  if (MpiEnv::mpi_live()) shutdown();
+  release_memory();
+}
+
+void Transport::Impl::shutdown() {
   if (token_.held_by_this_thread()) abort_job("a Transport was destroyed by one of its message handlers");
   TokenScope hold(token_);
   closing_ = true;
   // 1. Our sends: flush what is buffered and complete every request we started, without dispatching anything
-  //    (handlers' owners may be gone); MPI_Test* keeps MPI progressing meanwhile.
+  //    (handlers' owners may be gone); MPI_Testsome keeps MPI progressing meanwhile.
   for (;;) {
     flush();
     test_requests();
@@ -290,32 +297,59 @@ Transport::Impl::~Impl() {
                  "weft: rank %d: transport destroyed with undelivered messages (%zu batches or payloads); its "
                  "client did not wait for them\n",
                  rank_, lost);
-  // 4. Release the receives still posted, then the communicator.
-  for (std::size_t i = 0; i < ring_.size(); ++i) {
-    if (reqs_[i] != MPI_REQUEST_NULL) {
-      MPI_Cancel(&reqs_[i]);
-      MPI_Wait(&reqs_[i], MPI_STATUS_IGNORE);  // a cancelled receive completes locally
-    }
-    recycle(ring_[i].buf);
-  }
-  for (Inbound& in : probed_) {
-    if (!in.arrived) MPI_Wait(&in.req, MPI_STATUS_IGNORE);  // matched already: its data is on the way
-    recycle(in.buf);
-  }
-  for (std::size_t i = ring_.size(); i < reqs_.size(); ++i) {  // rendezvous receives whose data never came
+  // 4. Release the receives still posted, then the communicator. A cancelled receive completes locally; a
+  //    probed one is matched already, its data on the way.
+  for (std::size_t i = 0; i < reqs_.size(); ++i) {
+    if (reqs_[i] == MPI_REQUEST_NULL) continue;
     MPI_Cancel(&reqs_[i]);
     MPI_Wait(&reqs_[i], MPI_STATUS_IGNORE);
-    auto* r = static_cast<RdvRecv*>(ctx_[i].ptr);
-    if (--r->pieces_left == 0) delete r;
+  }
+  for (Inbound& in : probed_)
+    if (!in.arrived) MPI_Wait(&in.req, MPI_STATUS_IGNORE);
+  MPI_Comm_free(&comm_);
+}
+
+void Transport::Impl::release_memory() {
+  for (Inbound& s : ring_) delete s.buf;
+  for (Inbound& in : probed_) delete in.buf;
+  // Requests left (only when MPI went away first, or rendezvous receives cancelled above): several pieces of
+  // one payload share its record, freed with the last.
+  for (std::size_t i = ring_.size(); i < ctx_.size(); ++i) {
+    switch (ctx_[i].type) {
+      case ReqCtx::ring_slot: break;
+      case ReqCtx::eager_send: delete static_cast<Buffer*>(ctx_[i].ptr); break;
+      case ReqCtx::rdv_send: {
+        auto* r = static_cast<RdvSend*>(ctx_[i].ptr);
+        if (--r->pieces_left == 0) delete r;
+        break;
+      }
+      case ReqCtx::rdv_recv: {
+        auto* r = static_cast<RdvRecv*>(ctx_[i].ptr);
+        if (--r->pieces_left == 0) delete r;
+        break;
+      }
+    }
   }
   for (std::size_t i = 0; i < self_q_.size(); ++i) {
     discard_self_frames(*self_q_[i], i == 0 ? self_pos_ : 0);
-    recycle(self_q_[i]);
+    delete self_q_[i];
   }
-  MPI_Comm_free(&comm_);
+  auto drop = [](Buffer* b) {  // a buffer never flushed: its announced rendezvous were never posted
+    for (RdvSend* r : b->rdv) delete r;
+    delete b;
+  };
   for (int i = 0; i < size_; ++i) {
     Dest& d = dests_[i];
-    if (d.cur) recycle(d.cur);
+    for (Buffer* b = d.sealed_head; b;) {
+      Buffer* next = b->next;
+      if (i == rank_) discard_self_frames(*b, 0);
+      drop(b);
+      b = next;
+    }
+    if (d.cur) {
+      if (i == rank_) discard_self_frames(*d.cur, 0);
+      drop(d.cur);
+    }
   }
   while (pool_) {
     Buffer* b = pool_;
