@@ -92,7 +92,9 @@ int main(int argc, char** argv) {
   auto& listeners = testing::UnitTest::GetInstance()->listeners();
   if (rank != 0) delete listeners.Release(listeners.default_result_printer());
   listeners.Append(new FailFast);
-  long secs = weft_test::kSanitized ? 600 : 120;
+  // Below the job's ctest timeout (WEFT_MPI_TEST_TIMEOUT, 300 s), so that a hang is reported by the watchdog
+  // with the test's name; above poll_until's bound (weft_test::kLongWait), which names the wait.
+  long secs = weft_test::kSanitized ? 240 : 120;
   if (const char* e = std::getenv("WEFT_TEST_TIMEOUT")) {
     long v = std::strtol(e, nullptr, 10);
     if (v > 0) secs = v;
