@@ -11,7 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build g++           # toolchain (GCC 12 ships the TSan/ASan/UBSan runtimes)
   googletest libgtest-dev                         # tests
   libtbb-dev clang-16 libomp-16-dev               # peers in the benchmarks (oneTBB, LLVM OpenMP)
-  openmpi-bin libopenmpi-dev                      # MPI peer of the Task Bench benchmark (mpirun, mpicxx)
+  openmpi-bin libopenmpi-dev                      # MPI: src/comm and its tests (mpiexec), Task Bench peer
   valgrind                                        # instruction counts (bench/micro/callgrind.sh)
   nlohmann-json3-dev                              # tests: parsing profile and trace files
   python3 python3-numpy python3-matplotlib        # tools: metg (METG sweeps and plots), weft-gantt

@@ -7,6 +7,8 @@
 #   4. tsan     build the `tsan` preset (ThreadSanitizer), run the tests labelled `concurrency`
 #   5. asan     build the `asan` preset (AddressSanitizer + UBSan, leak checks on), run every test
 #   6. install  install build/release into a temporary prefix, build and run examples/consumer against it
+# The MPI communication layer's tests (label mpi, jobs of 1 to 4 ranks under mpiexec) are ctest tests: they run
+# in every stage that runs the whole suite, and in tsan for the transport and termination jobs.
 # Stops at the first failing stage (unless --keep-going).
 #
 #   bash scripts/test.sh [--quick] [--no-deps] [--keep-going] [--skip-debug] [--skip-tsan] [--skip-asan]

@@ -1,0 +1,126 @@
+#include "comm/mpi_env.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace weft::comm {
+namespace {
+
+int world_rank_or(int fallback) noexcept {
+  if (!MpiEnv::mpi_live()) return fallback;
+  int r = fallback;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// Error handler of weft's communicators: an MPI error on weft's path (a truncated message because two ranks
+// were configured differently, a broken peer) is not something a rank can recover from alone.
+void on_mpi_error(MPI_Comm*, int* code, ...) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(*code, text, &len) != MPI_SUCCESS) len = 0;
+  abort_job("MPI error in the communication layer: " + std::string(text, static_cast<std::size_t>(len)));
+}
+
+}  // namespace
+
+void abort_job(const std::string& message) noexcept {
+  // One fprintf of the whole line: lines of different ranks and threads do not interleave mid-line.
+  std::fprintf(stderr, "weft: rank %d: %s\n", world_rank_or(-1), message.c_str());
+  std::fflush(stderr);
+  if (MpiEnv::mpi_live()) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);  // MPI_Abort does not return; without MPI there is no job to end but this process
+}
+
+const char* thread_level_name(int level) noexcept {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "an unknown MPI thread level";
+  }
+}
+
+bool MpiEnv::mpi_live() noexcept {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+MpiEnv& MpiEnv::get() {
+  // A function-local static: constructed once, by the first caller (others wait); if the constructor throws,
+  // the next call tries again. Destroyed at exit after every object constructed after it (transports made
+  // later are gone by then), which is when weft finalises MPI if it initialised it.
+  static MpiEnv env;
+  return env;
+}
+
+MpiEnv::MpiEnv() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (fin) throw comm_error("weft: MPI has been finalised; weft's communication layer cannot start");
+  if (!init) {
+    int provided = MPI_THREAD_SINGLE;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+      throw comm_error("weft: MPI_Init_thread failed");
+    if (provided < MPI_THREAD_SERIALIZED) {
+      MPI_Finalize();
+      throw comm_error(std::string("weft: MPI_Init_thread granted ") + thread_level_name(provided) +
+                       " (asked for MPI_THREAD_MULTIPLE); weft needs MPI_THREAD_SERIALIZED at least: this MPI "
+                       "library was built without thread support");
+    }
+    owns_mpi_ = true;
+    level_ = provided;
+  } else {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_SERIALIZED)
+      throw comm_error(std::string("weft: MPI was initialised by the program with ") + thread_level_name(level) +
+                       "; weft calls MPI from its worker threads and needs MPI_THREAD_SERIALIZED or "
+                       "MPI_THREAD_MULTIPLE (MPI_Init_thread)");
+    level_ = level;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  void* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  if (flag && ub) max_tag_ = *static_cast<int*>(ub) - 1;  // "below MPI_TAG_UB"
+  if (max_tag_ < 32766) max_tag_ = 32766;                  // the standard's minimum for MPI_TAG_UB is 32767
+  // Our own handler on our own communicator (inherited by the transports' duplicates): the program's handler
+  // on MPI_COMM_WORLD may be MPI_ERRORS_RETURN, and weft does not check return codes on its fast path.
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  MPI_Comm_create_errhandler(on_mpi_error, &errhandler_);
+  MPI_Comm_set_errhandler(comm_, errhandler_);
+  // MPI_Finalize deletes MPI_COMM_SELF's attributes first (MPI 3.1, 8.7.1): the hook frees weft's
+  // communicator when the program finalises MPI itself, before the library goes away.
+  MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &MpiEnv::on_finalize, &finalize_key_, nullptr);
+  MPI_Comm_set_attr(MPI_COMM_SELF, finalize_key_, this);
+}
+
+int MpiEnv::on_finalize(MPI_Comm, int, void* value, void*) {
+  static_cast<MpiEnv*>(value)->release_comm();
+  return MPI_SUCCESS;
+}
+
+void MpiEnv::release_comm() noexcept {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (errhandler_ != MPI_ERRHANDLER_NULL) MPI_Errhandler_free(&errhandler_);
+}
+
+MpiEnv::~MpiEnv() {
+  if (!mpi_live()) return;  // the program finalised MPI: on_finalize already ran
+  if (owns_mpi_) {
+    // Deleting the attribute runs on_finalize, and MPI_Finalize would run it too: delete it first so that the
+    // communicator is freed exactly once, then finalise.
+    MPI_Comm_delete_attr(MPI_COMM_SELF, finalize_key_);
+    MPI_Comm_free_keyval(&finalize_key_);
+    MPI_Finalize();
+  }
+}
+
+}  // namespace weft::comm

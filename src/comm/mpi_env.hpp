@@ -1,0 +1,84 @@
+// weft's MPI environment: who initialised MPI and at which thread level, weft's private communicator, the
+// tag bound, the progress token, and failure (abort_job).
+//
+// Thread levels (the rule weft applies, MpiEnv::get()):
+//   - MPI not initialised: weft calls MPI_Init_thread asking for MPI_THREAD_MULTIPLE (tasks may later call MPI
+//     themselves) and finalises MPI at exit; it accepts MPI_THREAD_SERIALIZED if that is all it gets.
+//   - MPI initialised by the program: weft queries the level and accepts MPI_THREAD_SERIALIZED or
+//     MPI_THREAD_MULTIPLE; it never finalises MPI then. Under MPI_THREAD_SERIALIZED the program must not call MPI
+//     itself while weft may progress (while a Transport exists), since weft's calls come from whichever thread
+//     polls and MPI would see two threads at once.
+//   - MPI_THREAD_SINGLE and MPI_THREAD_FUNNELED are refused (comm_error): weft makes its MPI calls from any
+//     worker thread, never only from the main one. Serialised is enough for weft itself because all of its MPI
+//     calls are made under one process-wide try-lock (ProgressToken).
+//   - MPI already finalised: refused.
+// weft duplicates MPI_COMM_WORLD (each Transport duplicates that again) and never touches the program's
+// communicators. Its communicators abort the job with a rank-tagged line on any MPI error, whatever error
+// handler the program set on MPI_COMM_WORLD.
+#pragma once
+
+#include <mpi.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "comm/sync.hpp"
+
+namespace weft::comm {
+
+/// An error of the communication layer that the program can act on: MPI initialised at a thread level weft
+/// cannot work with, an invalid configuration, a misused call. One line, starting with "weft: ".
+class comm_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Prints "weft: rank R: <message>" as one line on stderr and ends the whole job with MPI_Abort. For failures
+/// that leave a rank unable to go on (a handler that threw, an MPI error): the other ranks would otherwise wait
+/// for it forever. Without a live MPI (not initialised, or finalised) it exits the process with status 1.
+[[noreturn]] void abort_job(const std::string& message) noexcept;
+
+/// Name of an MPI thread level ("MPI_THREAD_SERIALIZED").
+const char* thread_level_name(int level) noexcept;
+
+class MpiEnv {
+ public:
+  /// The environment, set up on first use (thread-safe): initialises MPI when the program has not, checks the
+  /// thread level (see the rule above), duplicates MPI_COMM_WORLD. Throws comm_error when the level is too low
+  /// or MPI was finalised; a later call checks again.
+  static MpiEnv& get();
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  /// weft's duplicate of MPI_COMM_WORLD (MPI_COMM_NULL once MPI has been finalised).
+  MPI_Comm comm() const noexcept { return comm_; }
+  /// The thread level MPI granted (MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE).
+  int thread_level() const noexcept { return level_; }
+  /// True when weft called MPI_Init_thread (and so will call MPI_Finalize at exit).
+  bool initialised_by_weft() const noexcept { return owns_mpi_; }
+  /// Largest tag weft uses: below MPI_TAG_UB of this MPI (at least 32766 by the standard).
+  int max_tag() const noexcept { return max_tag_; }
+  /// The process-wide progress token (see ProgressToken).
+  ProgressToken& token() noexcept { return token_; }
+
+  /// True while MPI is initialised and not finalised.
+  static bool mpi_live() noexcept;
+
+  MpiEnv(const MpiEnv&) = delete;
+  MpiEnv& operator=(const MpiEnv&) = delete;
+
+ private:
+  MpiEnv();
+  ~MpiEnv();
+  static int on_finalize(MPI_Comm, int, void*, void*);
+  void release_comm() noexcept;
+
+  int rank_ = 0, size_ = 1, level_ = MPI_THREAD_SINGLE, max_tag_ = 32766;
+  bool owns_mpi_ = false;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Errhandler errhandler_ = MPI_ERRHANDLER_NULL;
+  int finalize_key_ = MPI_KEYVAL_INVALID;
+  ProgressToken token_;
+};
+
+}  // namespace weft::comm
