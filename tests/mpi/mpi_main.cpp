@@ -8,15 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "comm/mpi_env.hpp"
 #include "test_util.hpp"
+#include "watchdog.hpp"
 
 namespace {
 
@@ -37,53 +35,6 @@ class FailFast : public testing::EmptyTestEventListener {
   std::string name_;
 };
 
-class Watchdog : public testing::EmptyTestEventListener {
- public:
-  explicit Watchdog(std::chrono::seconds limit) : limit_(limit), thread_([this] { loop(); }) {}
-  ~Watchdog() override {
-    {
-      std::lock_guard<std::mutex> g(m_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void OnTestStart(const testing::TestInfo& info) override {
-    std::lock_guard<std::mutex> g(m_);
-    name_ = std::string(info.test_suite_name()) + "." + info.name();
-    deadline_ = std::chrono::steady_clock::now() + limit_;
-    armed_ = true;
-    cv_.notify_all();
-  }
-  void OnTestEnd(const testing::TestInfo&) override {
-    std::lock_guard<std::mutex> g(m_);
-    armed_ = false;
-    cv_.notify_all();
-  }
-
- private:
-  void loop() {
-    std::unique_lock<std::mutex> lk(m_);
-    while (!quit_) {
-      if (!armed_) {
-        cv_.wait(lk);
-        continue;
-      }
-      if (cv_.wait_until(lk, deadline_) == std::cv_status::timeout && armed_ && !quit_ &&
-          std::chrono::steady_clock::now() >= deadline_)
-        weft::comm::abort_job("WATCHDOG: test " + name_ + " did not finish within " +
-                              std::to_string(limit_.count()) + " s (hang?)");
-    }
-  }
-  std::chrono::seconds limit_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool armed_ = false, quit_ = false;
-  std::string name_;
-  std::chrono::steady_clock::time_point deadline_;
-  std::thread thread_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,6 +50,7 @@ int main(int argc, char** argv) {
     long v = std::strtol(e, nullptr, 10);
     if (v > 0) secs = v;
   }
-  listeners.Append(new Watchdog(std::chrono::seconds(secs)));
+  listeners.Append(new weft_test::Watchdog(std::chrono::seconds(secs),
+                                           [](const std::string& message) { weft::comm::abort_job(message); }));
   return RUN_ALL_TESTS();
 }
