@@ -55,10 +55,10 @@ bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
 
 }  // namespace
 
-const TaskKind kDependencyTask{"dependency", false, &run_dependency, &complete_dependency, nullptr, nullptr};
-const TaskKind kCommutativeTask{"commutative", false, &run_commutative, &complete_dependency, nullptr, nullptr};
-const TaskKind kJoinNode{"join", true, nullptr, &complete_join, nullptr, nullptr};
-const TaskKind kWeakNode{"weak", true, nullptr, &complete_weak, nullptr, nullptr};
+const TaskKind kDependencyTask{"dependency", false, false, &run_dependency, &complete_dependency, nullptr, nullptr};
+const TaskKind kCommutativeTask{"commutative", false, false, &run_commutative, &complete_dependency, nullptr, nullptr};
+const TaskKind kJoinNode{"join", true, false, nullptr, &complete_join, nullptr, nullptr};
+const TaskKind kWeakNode{"weak", true, false, nullptr, &complete_weak, nullptr, nullptr};
 
 void free_children(Worker& w, Task* t) {
   for (Task* c = t->retired_head; c;) {

@@ -444,7 +444,7 @@ void run_detached(Worker& w, Task* t) {
   }
 }
 
-constexpr TaskKind kDetachedTask{"detached", false, &run_detached, nullptr, nullptr, nullptr};
+constexpr TaskKind kDetachedTask{"detached", false, true, &run_detached, nullptr, nullptr, nullptr};
 
 }  // namespace
 

@@ -44,6 +44,9 @@ struct TaskKind {
   const char* name;
   /// A join node: it has no body and completes, inside complete(), as soon as its predecessors have.
   bool node;
+  /// Its readiness is counted elsewhere than in `pending` (replayed instances: per-parity counters; flow tasks:
+  /// their inputs), so schedule() does not check `pending`.
+  bool counts_elsewhere;
   /// w took the ready task t (from a queue or its immediate-successor slot): run it and end its body
   /// (end_body), or do what stands for that. Null for nodes.
   void (*run)(Worker& w, Task* t);
@@ -92,6 +95,14 @@ class TaskBuffer {
   std::vector<Task*> store_;
 };
 
+/// The free state of a descriptor (detail/task.hpp): the fields marked (0) are zero, so that allocation sets
+/// only what varies (init_task). Checked when a descriptor is freed and when it is allocated.
+inline bool in_free_state(const Task* t) {
+  return t->unpublished == 0 && t->retired_count == 0 && !t->retired_head && !t->retired_tail && !t->domain &&
+         !t->weak && !t->comm && !t->has_error.load(std::memory_order_relaxed) && t->record_refs == 0 &&
+         !t->extra_edges && t->n_comm == 0 && t->n_weak == 0 && !t->iter;
+}
+
 struct alignas(64) Worker {
   Worker(Engine& e, unsigned i) : engine(&e), id(i), rng(0x9E3779B97F4A7C15ull * (i + 1)) {
     // complete()'s work lists hold the join nodes one completion readies and the parents it completes: room
@@ -138,10 +149,7 @@ struct alignas(64) Worker {
       refill();
     Task* t = free_list;
     free_list = t->retired_next;
-    // The free state (see free_task): what allocation does not set is zero.
-    WEFT_ASSERT(t->unpublished == 0 && !t->retired_head && !t->domain && !t->weak && !t->comm && t->n_comm == 0 &&
-                t->n_weak == 0 && !t->has_error.load(std::memory_order_relaxed) && t->record_refs == 0 &&
-                !t->extra_edges && t->owner == id);
+    WEFT_ASSERT(in_free_state(t) && t->owner == id);
     return t;
   }
   void refill();  ///< takes back descriptors other workers freed, or carves a new chunk
@@ -240,6 +248,8 @@ inline void init_task(Worker&, Task* t, Task* parent, const TaskKind* kind) {
 /// t is ready: queue it on w.
 inline void schedule(Worker& w, Task* t) {
   WEFT_ASSERT(t->kind && t->kind->run);                                 // a task, not a join node
+  // Ready: pending reached 0, or its one predecessor released it without the atomic (n_edges == 1).
+  WEFT_ASSERT(t->pending.load(std::memory_order_relaxed) == 0 || t->n_edges == 1 || t->kind->counts_elsewhere);
   WEFT_ASSERT(t->succ_head.load(std::memory_order_relaxed) != kClosed);  // not finished
   if (t->priority == 0)
     w.deque.push(t);
@@ -265,9 +275,7 @@ void free_remote(Worker& w, Task* t);  ///< free_task for a descriptor of anothe
 /// Returns t to its owner's pool. What a front end hangs off a descriptor (edge arrays, weak links...) it frees
 /// first: the fields marked (0) in detail/task.hpp must be zero again.
 inline void free_task(Worker& w, Task* t) {
-  WEFT_ASSERT(t->record_refs == 0 && !t->domain && !t->retired_head && t->retired_count == 0 &&
-              t->unpublished == 0 && !t->has_error.load(std::memory_order_relaxed) && !t->extra_edges &&
-              !t->weak && !t->comm && t->n_comm == 0 && t->n_weak == 0 && !t->iter);
+  WEFT_ASSERT(in_free_state(t));
   if (t->owner == w.id) [[likely]]
     w.free_local(t);
   else

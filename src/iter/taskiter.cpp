@@ -529,9 +529,9 @@ bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
 
 }  // namespace
 
-const TaskKind kReplayedTask{"replayed", false, &run_replayed, &complete_replayed, nullptr, nullptr};
-const TaskKind kControlTask{"control", false, &run_control_task, &complete_replayed, nullptr, nullptr};
-const TaskKind kRecorderTask{"recorder", false, nullptr, nullptr, &record_spawn, &check_not_recording};
+const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr};
+const TaskKind kControlTask{"control", false, true, &run_control_task, &complete_replayed, nullptr, nullptr};
+const TaskKind kRecorderTask{"recorder", false, false, nullptr, nullptr, &record_spawn, &check_not_recording};
 
 // ---------------------------------------------------------------------------------------------------------
 // The driver: the taskiter task's body
