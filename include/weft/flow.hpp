@@ -35,8 +35,14 @@
 //   input makes the task of k wait for n (resp. n(k) >= 1) values on that edge; the body receives them as an
 //   Aggregator<V> (iterable, in arrival order), without copies. A value beyond the count is an error.
 // * Priorities and placement: tt->set_priomap(f) gives the task of key k priority f(k) (larger runs earlier among
-//   ready tasks, as weft::priority); tt->set_keymap(f) names the process that owns key k (distributed execution
-//   is to come: on one process every key must map to 0, and a key mapped elsewhere is an error).
+//   ready tasks, as weft::priority); tt->set_keymap(f) names the process (MPI rank) that owns key k. On one
+//   process every key must map to 0 (else an error).
+// * Several processes (weft built with MPI and the program launched on N > 1 ranks): the default keymap is
+//   Hash<Key>(k) % N. A send or invoke to a key owned by another rank packs the key and the value as bytes and
+//   delivers them there as a local send (the receiver gets its own copy); only trivially copyable types and
+//   std::pair / std::tuple of them can cross ranks for now (another type throws weft::flow::error at such a
+//   send). Every rank builds the same graphs in the same order (graph() is collective and checks it); invoke a
+//   key on one rank; fence()/wait() are collective and return once the graph has terminated on all ranks.
 // * Pending tasks (some inputs arrived, not all) wait in a per-template-task concurrent hash table (bucket locks,
 //   growth by chained tables, a reader-biased resize lock); a template task with a single non-aggregator input
 //   never uses it: each value sent to it makes a ready task at once.

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -102,10 +103,27 @@ void free_remote(Worker& w, Task* t) {
 // Scheduling
 // ---------------------------------------------------------------------------------------------------------
 
+namespace {
+// w's own queues were empty: poll the progress source (which may make tasks ready on w: a message's handler
+// submits its task to the polling worker), then look again.
+[[gnu::noinline]] Task* poll_for_work(Worker& w) {
+  if (w.engine->poll_progress() == 0) return nullptr;
+  if (Task* t = w.next) {  // a single worker: detached_submit uses the immediate-successor slot
+    w.next = nullptr;
+    return t;
+  }
+  if (Task* t = w.prioritized.pop(1)) return t;
+  if (Task* t = w.deque.pop()) return t;
+  return w.prioritized.pop(INT32_MIN);
+}
+}  // namespace
+
 Task* find_queued_work(Worker& w) {
   if (Task* t = w.prioritized.pop(1)) return t;
   if (Task* t = w.deque.pop()) return t;
   if (Task* t = w.prioritized.pop(INT32_MIN)) return t;
+  if (w.engine->has_progress()) [[unlikely]]  // before stealing: a message is work that only a poll finds
+    if (Task* t = poll_for_work(w)) return t;
   auto& ws = w.engine->workers;
   const std::size_t n = ws.size();
   if (n > 1) {
@@ -178,7 +196,10 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
   if (idle_recheck(w) || (cond && cond->done(cond->ctx))) {
     e.cancel_wait();
     w.idle_rounds = 0;
-  } else if (e.commit_wait(ticket, /*timed=*/cond && !cond->watched)) {
+  } else if (e.commit_wait(ticket, /*timed=*/(cond && !cond->watched) ||
+                                       (e.has_progress() && e.progress_busy()))) {
+    // (A busy progress source: nothing would wake us when its work arrives; the timed sleep returns to the
+    // polling loop.)
     // Woken because work was pushed: poll again before sleeping. The pusher may well run that task itself
     // before we get here; without a new polling window we would go back to sleep at once and, on a
     // fine-grained program, miss every later task too (one worker doing all the work while the other sleeps).
@@ -190,6 +211,39 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
 void wake_child_waiter(Worker& w, Task* p) {
   p->alive.fetch_and(~kChildWaiter, std::memory_order_relaxed);  // one wake-up per sleep
   w.engine->wake_all();
+}
+
+// --- the progress source -------------------------------------------------------------------------------------
+// A user announces itself (seq_cst increment) before it reads the source (seq_cst); detach clears the source
+// (seq_cst) before it reads the users: in the single total order, either the user's read comes after the clear
+// (it sees none) or its increment comes before the detacher's read of the users (which then waits for it).
+
+void Engine::attach_progress(const ProgressSource* s) {
+  const ProgressSource* none = nullptr;
+  if (!progress_.compare_exchange_strong(none, s, std::memory_order_seq_cst))
+    throw std::logic_error("weft: a progress source is already attached to this runtime");
+  wake_all();  // sleepers re-evaluate with the source (it may be busy already)
+}
+
+void Engine::detach_progress() noexcept {
+  progress_.store(nullptr, std::memory_order_seq_cst);
+  while (progress_users_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+}
+
+std::size_t Engine::poll_progress() noexcept {
+  progress_users_.fetch_add(1, std::memory_order_seq_cst);
+  std::size_t n = 0;
+  if (const ProgressSource* s = progress_.load(std::memory_order_seq_cst)) n = s->poll(s->ctx);
+  progress_users_.fetch_sub(1, std::memory_order_release);
+  return n;
+}
+
+bool Engine::progress_busy() noexcept {
+  progress_users_.fetch_add(1, std::memory_order_seq_cst);
+  bool b = false;
+  if (const ProgressSource* s = progress_.load(std::memory_order_seq_cst)) b = s->busy(s->ctx);
+  progress_users_.fetch_sub(1, std::memory_order_release);
+  return b;
 }
 
 // Memory orderings of the event count: see Engine::idle_.

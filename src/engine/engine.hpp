@@ -159,6 +159,22 @@ struct alignas(64) Worker {
   }
 };
 
+/// A source of outside work that the workers drive: the transport of a distributed front end, whose messages
+/// make tasks ready. The engine knows nothing else of it (no MPI, no front end). A worker polls it when it finds
+/// its own queues empty, before it steals (so also in every round of the idle loop, which looks for work first),
+/// and asks it whether it is busy before it sleeps: a busy source (operations in flight, a distributed epoch
+/// running) keeps idle workers to timed sleeps, since nothing in the engine would wake a worker when a message
+/// arrives (Open MPI makes no asynchronous progress: if every worker slept until a push, no message would move).
+struct ProgressSource {
+  /// Does a bounded amount of work without blocking; returns how many events it handled (0: nothing to do, or
+  /// another thread is progressing it). Called on a worker, by several workers at once; it may make tasks ready
+  /// on the calling worker (schedule, detached_submit). Must not throw.
+  std::size_t (*poll)(void* ctx) noexcept;
+  /// True while the source owes progress to someone. Called on a worker, concurrently. Must not throw.
+  bool (*busy)(void* ctx) noexcept;
+  void* ctx;
+};
+
 class Engine {
  public:
   explicit Engine(const Options& o);
@@ -217,10 +233,28 @@ class Engine {
   std::mutex sleep_mutex;
   std::condition_variable sleep_cv;
 
+  /// Attaches the progress source (one at a time: throws std::logic_error if one is attached). Any thread; `s`
+  /// must stay valid until detach_progress() has returned.
+  void attach_progress(const ProgressSource* s);
+  /// Detaches the source; returns once no worker is inside its poll() or busy() any more. Any thread, also a
+  /// worker (not from inside the source's own poll()).
+  void detach_progress() noexcept;
+  /// A source is attached: the one branch the scheduling and idle paths pay (relaxed; a worker that misses a
+  /// source just attached sees it at its next round).
+  bool has_progress() const noexcept { return progress_.load(std::memory_order_relaxed) != nullptr; }
+  /// Polls the attached source, if any (see ProgressSource::poll); 0 if none.
+  std::size_t poll_progress() noexcept;
+  /// The attached source says it is busy (false if none).
+  bool progress_busy() noexcept;
+
  private:
   [[gnu::noinline]] void wake_slow();
   void leave_wait();
   alignas(64) std::atomic<std::uint64_t> idle_{0};
+  // The progress source and the number of workers inside one of its functions (detach_progress waits for 0).
+  // Own line: read by idle workers, written only on attach and detach.
+  alignas(64) std::atomic<const ProgressSource*> progress_{nullptr};
+  std::atomic<unsigned> progress_users_{0};
 
   void worker_main(unsigned id);
   std::vector<std::thread> threads_;

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "flow/remote.hpp"
 #include "weft/flow.hpp"
 
 namespace weft::flow {
@@ -31,7 +32,16 @@ GraphBase::GraphBase(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned,
     g.tts.push_back(std::move(t));
   }
   const unsigned workers = rt->num_workers();
+  for (std::size_t i = 0; i < g.tts.size(); ++i) g.tts[i]->set_id(static_cast<std::uint32_t>(i));
   for (auto& t : g.tts) t->attach(&g, workers);
+  // On several processes (collective): the transport, and a check that every rank built this same graph.
+  try {
+    g.remote_owned = detail::make_remote(g);
+  } catch (...) {
+    for (auto& t : g.tts) t->attach(nullptr, 0);
+    throw;
+  }
+  g.remote = g.remote_owned.get();
 }
 
 GraphBase::~GraphBase() {
@@ -83,15 +93,22 @@ void GraphBase::fence() {
       g.executing.store(true, std::memory_order_release);
       // Seeds queued before the run, in call order (seeds queued by other threads meanwhile are refused: see
       // GraphState::seed).
-      for (;;) {
-        std::vector<std::unique_ptr<detail::GraphState::Seed>> batch;
-        {
-          std::lock_guard<std::mutex> lk(g.seeds_mutex);
-          batch.swap(g.seeds);
+      auto run_seeds = [](void* p) {
+        detail::GraphState& g = *static_cast<detail::GraphState*>(p);
+        for (;;) {
+          std::vector<std::unique_ptr<detail::GraphState::Seed>> batch;
+          {
+            std::lock_guard<std::mutex> lk(g.seeds_mutex);
+            batch.swap(g.seeds);
+          }
+          if (batch.empty()) break;
+          for (auto& s : batch) s->run();
         }
-        if (batch.empty()) break;
-        for (auto& s : batch) s->run();
-      }
+      };
+      if (g.remote) [[unlikely]]
+        detail::execute_distributed(*g.remote, cx, run_seeds, &g);  // until the graph ends on every rank
+      else
+        run_seeds(&g);
     });
   } catch (...) {
     failure = std::current_exception();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -292,6 +294,70 @@ class Aggregator {
 
 namespace detail {
 
+// --- values and keys across processes -------------------------------------------------------------------------
+/// How a key or value type travels to another process, as bytes of a fixed size: trivially copyable types as
+/// they are, std::pair and std::tuple element by element (they are not trivially copyable themselves). Other
+/// types cannot cross processes yet (`ok` is false).
+template <class T, class = void>
+struct wire {
+  static constexpr bool ok = false;
+};
+template <class T>
+struct wire<T, std::enable_if_t<std::is_trivially_copyable_v<T>>> {
+  static constexpr bool ok = true;
+  static constexpr std::size_t size = sizeof(T);
+  static void pack(const T& v, std::byte* p) { std::memcpy(p, static_cast<const void*>(&v), sizeof(T)); }
+  static T unpack(const std::byte* p) {
+    alignas(T) unsigned char buf[sizeof(T)];
+    std::memcpy(buf, p, sizeof(T));  // implicitly creates the object (trivially copyable)
+    return *std::launder(reinterpret_cast<T*>(buf));
+  }
+};
+template <class... T>
+struct wire<std::tuple<T...>, std::enable_if_t<!std::is_trivially_copyable_v<std::tuple<T...>> && (wire<T>::ok && ...)>> {
+  static constexpr bool ok = true;
+  static constexpr std::size_t size = (std::size_t{0} + ... + wire<T>::size);
+  static void pack(const std::tuple<T...>& v, std::byte* p) {
+    std::apply([&](const T&... e) { ((wire<T>::pack(e, p), p += wire<T>::size), ...); }, v);
+  }
+  static std::tuple<T...> unpack(const std::byte* p) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<T...>{wire<T>::unpack(p + offset<I>())...};
+    }(std::index_sequence_for<T...>{});
+  }
+  template <std::size_t I>
+  static constexpr std::size_t offset() {
+    return [&]<std::size_t... J>(std::index_sequence<J...>) {
+      return (std::size_t{0} + ... + wire<std::tuple_element_t<J, std::tuple<T...>>>::size);
+    }(std::make_index_sequence<I>{});
+  }
+};
+template <class A, class B>
+struct wire<std::pair<A, B>, std::enable_if_t<!std::is_trivially_copyable_v<std::pair<A, B>> && wire<A>::ok && wire<B>::ok>> {
+  static constexpr bool ok = true;
+  static constexpr std::size_t size = wire<A>::size + wire<B>::size;
+  static void pack(const std::pair<A, B>& v, std::byte* p) {
+    wire<A>::pack(v.first, p);
+    wire<B>::pack(v.second, p + wire<A>::size);
+  }
+  static std::pair<A, B> unpack(const std::byte* p) {
+    return std::pair<A, B>{wire<A>::unpack(p), wire<B>::unpack(p + wire<A>::size)};
+  }
+};
+
+/// The distributed side of a graph (src/flow/remote.cpp), present only when the graph runs on several MPI
+/// processes: what a template task needs to send to the owner of a key.
+struct RemoteBase {
+  int rank = 0;  ///< this process
+  int size = 1;  ///< processes of the graph (> 1)
+  virtual ~RemoteBase() = default;
+  /// Sends input `input` of the task of `key` of template task `tt` (its index in the graph, agreed by
+  /// construction order) to process `dest`: key and value as bytes (wire<>). Only from a worker executing the
+  /// graph (a body, or a seed).
+  virtual void send(int dest, std::uint32_t tt, std::uint32_t input, std::span<const std::byte> key,
+                    std::span<const std::byte> value) = 0;
+};
+
 class TTBase;
 struct GraphState;
 
@@ -499,6 +565,14 @@ class TTBase : public std::enable_shared_from_this<TTBase> {
   virtual void drain(std::ostream* os, std::size_t max) = 0;
   /// Joins a graph (g, executing on `workers` workers) or leaves it (nullptr).
   virtual void attach(GraphState* g, unsigned workers) = 0;
+  /// A value sent from another process arrives (RemoteBase::send's bytes): delivered here as a local send of
+  /// input `input` would be. On a worker executing the graph. Throws error for an unknown input or a size that
+  /// does not match the types.
+  virtual void deliver_remote(std::uint32_t input, std::span<const std::byte> key,
+                              std::span<const std::byte> value) = 0;
+  /// Index of this template task in its graph (the same on every process that builds the same graph).
+  std::uint32_t id() const { return id_; }
+  void set_id(std::uint32_t id) { id_ = id; }
   GraphState* graph() const { return graph_; }
   /// Lets the edges name this template task (for graph() to find the connected ones).
   void link_edges() {
@@ -509,6 +583,7 @@ class TTBase : public std::enable_shared_from_this<TTBase> {
   std::string name_;
   std::vector<EdgeBase*> edges_;
   GraphState* graph_ = nullptr;
+  std::uint32_t id_ = 0;
 };
 
 /// Execution state of a graph, shared with its template tasks.
@@ -532,6 +607,9 @@ struct GraphState {
   std::mutex seeds_mutex;
   std::vector<std::unique_ptr<Seed>> seeds;  ///< invoke() calls made while not executing
   std::vector<std::shared_ptr<TTBase>> tts;
+  /// Non-null when the graph runs on several processes (src/flow/remote.cpp).
+  RemoteBase* remote = nullptr;
+  std::unique_ptr<RemoteBase> remote_owned;  ///< destroyed first (collective: it holds the transport)
 
   /// Runs f now if the calling thread executes this graph, else queues it for the next fence()/wait().
   template <class F>

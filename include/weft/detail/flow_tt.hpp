@@ -44,8 +44,8 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
 
   /// Priority of the task of each key (larger runs earlier among ready tasks); default 0 for every key.
   void set_priomap(std::function<std::int32_t(const KS&)> f) { priomap_ = std::move(f); }
-  /// The process that owns the task of each key. Ready for distribution: on one process every key must map to
-  /// process 0, and a key mapped elsewhere is reported as an error when data is sent to it.
+  /// The process (MPI rank) that owns the task of each key: a value sent to a key runs its task there. Default on
+  /// several processes: Hash<Key>(key) modulo the number of processes. On one process every key must map to 0.
   void set_keymap(std::function<int(const KS&)> f) { keymap_ = std::move(f); }
 
   std::size_t pending() const override { return table_ ? table_->count() : 0; }
@@ -63,6 +63,17 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       destroy_record(t);
       detail::detached_discard(t);
     });
+  }
+
+  void deliver_remote(std::uint32_t input, std::span<const std::byte> key,
+                      std::span<const std::byte> value) override {
+    bool found = false;
+    [&]<std::size_t... J>(std::index_sequence<J...>) {
+      ((input == J ? (deliver_wire<J>(key, value), found = true) : false), ...);
+    }(std::index_sequence_for<In...>{});
+    if (!found)
+      throw error("weft::flow: '" + name_ + "': a message from another process names input " +
+                  std::to_string(input) + ", which this template task does not have (different graphs?)");
   }
 
   void attach(detail::GraphState* g, unsigned workers) override {
@@ -231,8 +242,8 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   }
 
   detail::Task* new_task(const KS& key) {
-    graph_state();  // throws if this template task is in no graph
-    if (keymap_) [[unlikely]] {
+    detail::GraphState& g = graph_state();  // throws if this template task is in no graph
+    if (keymap_ && !g.remote) [[unlikely]] {  // (on several processes deliver() has placed the key)
       const int owner = keymap_(key);
       if (owner != 0)
         throw error("weft::flow: the keymap of '" + name_ + "' maps key " + detail::key_string(key) +
@@ -270,6 +281,80 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   /// may itself send to this template task, even to the same key, and other workers never spin on user code.
   template <std::size_t J, class Src>
   void deliver(const KS& key, Src&& src) {
+    if (graph_ && graph_->remote) [[unlikely]] {  // several processes: the key's owner may be another one
+      const int owner = owner_of(key);
+      if (owner != graph_->remote->rank) {
+        send_remote<J>(owner, key, std::forward<Src>(src));
+        return;
+      }
+    }
+    deliver_here<J>(key, std::forward<Src>(src));
+  }
+
+  // --- across processes ------------------------------------------------------------------------------------------
+  int owner_of(const KS& key) const {
+    const int n = graph_->remote->size;
+    const int owner = keymap_ ? keymap_(key) : static_cast<int>(Hash<KS>{}(key) % static_cast<std::size_t>(n));
+    if (owner < 0 || owner >= n) [[unlikely]]
+      throw error("weft::flow: the keymap of '" + name_ + "' maps key " + detail::key_string(key) + " to process " +
+                  std::to_string(owner) + ", but the graph runs on " + std::to_string(n) + " processes");
+    return owner;
+  }
+
+  /// Input J of the task of `key` goes to process `dest`: the key's and the value's bytes (detail::wire), one
+  /// message. A shared value (Shared<V>*) gives up the reference this delivery held.
+  template <std::size_t J, class Src>
+  void send_remote(int dest, const KS& key, Src&& src) {
+    using V = InV<J>;
+    if constexpr (std::is_same_v<std::remove_cvref_t<Src>, detail::Shared<V>*>) {
+      struct Release {
+        detail::Shared<V>* s;
+        ~Release() { s->release(); }
+      } release{src};
+      send_remote<J>(dest, key, std::as_const(src->value));
+    } else if constexpr (!detail::wire<KS>::ok || !(detail::wire<V>::ok || !kData<J>)) {
+      throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ", input " + std::to_string(J) +
+                  ": the key or value type cannot cross processes (for now only trivially copyable types, and "
+                  "std::pair / std::tuple of them, can be sent to a key owned by another process)");
+    } else {
+      std::byte kb[detail::wire<KS>::size];
+      detail::wire<KS>::pack(key, kb);
+      if constexpr (!kData<J>) {
+        graph_->remote->send(dest, id_, J, kb, {});
+      } else if constexpr (sizeof(V) <= 4096) {
+        std::byte vb[detail::wire<V>::size];
+        detail::wire<V>::pack(src, vb);
+        graph_->remote->send(dest, id_, J, kb, vb);
+      } else {
+        auto vb = std::make_unique<std::byte[]>(detail::wire<V>::size);
+        detail::wire<V>::pack(src, vb.get());
+        graph_->remote->send(dest, id_, J, kb, {vb.get(), detail::wire<V>::size});
+      }
+    }
+  }
+
+  /// The receiving side of send_remote: unpacks and delivers here.
+  template <std::size_t J>
+  void deliver_wire(std::span<const std::byte> key, std::span<const std::byte> value) {
+    using V = InV<J>;
+    if constexpr (!detail::wire<KS>::ok || !(detail::wire<V>::ok || !kData<J>)) {
+      throw error("weft::flow: '" + name_ + "': a message for a type that cannot cross processes");
+    } else {
+      constexpr std::size_t vsize = kData<J> ? detail::wire<V>::size : 0;
+      if (key.size() != detail::wire<KS>::size || value.size() != vsize)
+        throw error("weft::flow: '" + name_ + "', input " + std::to_string(J) +
+                    ": a message from another process does not match the key and value types (different graphs?)");
+      const KS k = detail::wire<KS>::unpack(key.data());
+      if constexpr (!kData<J>)
+        deliver_here<J>(k, detail::Void{});
+      else
+        deliver_here<J>(k, detail::wire<V>::unpack(value.data()));
+    }
+  }
+
+  /// deliver() for a key owned by this process.
+  template <std::size_t J, class Src>
+  void deliver_here(const KS& key, Src&& src) {
     if constexpr (kBypass) {
       detail::Task* t = new_task(key);
       Record* r = rec(t);

@@ -1,0 +1,222 @@
+// Flow graphs across processes: each key's task runs on the rank its keymap names; a send to a key owned by
+// another rank becomes one message there (weft::comm::Transport), and each fence()/wait() is one epoch of a
+// distributed termination detector (weft::comm::TerminationDetector: Mattern's four counters), so that it
+// returns on every rank only once the whole graph has terminated on all of them.
+//
+// Messages. One message kind per graph, registered through the detector (counted, stamped with the epoch):
+//   header  = { uint32 template-task id, uint32 input terminal } + the key's bytes (detail::wire<Key>)
+//   payload = the value's bytes (detail::wire<V>; empty for a control edge)
+// The template-task id is the task's index in the graph (GraphBase collects the tasks in an order that depends
+// only on the program's construction order, so it agrees across ranks). The kind's name carries a hash of the
+// graph's shape (names and edges of its template tasks, in order): Transport::check_consistency() at
+// construction then refuses ranks that built different graphs. The owner's handler unpacks and delivers the
+// value exactly as a local send would (TTBase::deliver_remote).
+//
+// Termination, per fence. begin_epoch() makes this rank active; it becomes passive when the run's root has no
+// unfinished task (every task of the graph is a detached child of the root; workers' credits only make the
+// count larger, so zero is exact) and active again when a message arrives (the handler, before it delivers).
+// Both run under the progress token (handlers always do; the passive check takes it with a try-lock), so a
+// message cannot be delivered between the check of the count and set_passive(): a rank reported passive has no
+// task. A sender is active (it runs a task, or the seeds), as the detector requires. The detector's waves run
+// inside Transport::poll(), which the engine's workers call through the progress hook (ProgressSource) when
+// their queues are empty and when idle; the source stays busy for the whole fence so that no worker sleeps
+// untimed. Messages of epoch e + 1 from a faster rank arriving while this rank is still in e are kept by the
+// detector and delivered when this rank begins e + 1 (its next fence): no barrier between fences.
+#include "flow/remote.hpp"
+
+#ifdef WEFT_HAVE_MPI
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "comm/mpi_env.hpp"
+#include "comm/termination.hpp"
+#include "comm/transport.hpp"
+#include "engine/engine.hpp"
+
+namespace weft::flow::detail {
+
+namespace {
+
+namespace wd = weft::detail;
+
+struct WireHeader {
+  std::uint32_t tt;
+  std::uint32_t input;
+};
+
+/// A hash of the graph's shape, the same on every rank that built the same graph.
+std::string graph_signature(const GraphState& g) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](const void* p, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  };
+  for (const auto& t : g.tts) {
+    mix(t->name().data(), t->name().size());
+    const std::size_t ne = t->edges().size();
+    mix(&ne, sizeof ne);
+    for (const EdgeBase* e : t->edges()) mix(e->name.data(), e->name.size());
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "weft.flow/%zu/%016llx", g.tts.size(), static_cast<unsigned long long>(h));
+  return buf;
+}
+
+class Remote final : public RemoteBase {
+ public:
+  explicit Remote(GraphState& g) : g_(g), td_(transport_) {
+    rank = transport_.rank();
+    size = transport_.size();
+    kind_ = td_.register_kind(graph_signature(g), {.deliver = [this](const comm::Message& m) { on_message(m); }});
+    try {
+      transport_.check_consistency();
+    } catch (const comm::comm_error& e) {
+      throw error(std::string("weft::flow::graph: the ranks did not build the same graph (") + e.what() + ")");
+    }
+    source_ = {&poll_source, &source_busy, this};
+  }
+
+  void send(int dest, std::uint32_t tt, std::uint32_t input, std::span<const std::byte> key,
+            std::span<const std::byte> value) override {
+    const std::size_t n = sizeof(WireHeader) + key.size();
+    if (n > transport_.config().max_header)
+      throw error("weft::flow: a key of " + std::to_string(key.size()) + " bytes is too large to send to another "
+                  "process (at most " + std::to_string(transport_.config().max_header - sizeof(WireHeader)) + ")");
+    std::byte header[1024];
+    const WireHeader h{tt, input};
+    std::memcpy(header, &h, sizeof h);
+    if (!key.empty()) std::memcpy(header + sizeof h, key.data(), key.size());
+    td_.counted_send(dest, kind_, {header, n}, value);
+  }
+
+  void execute(weft::Context& cx, void (*seeds)(void*), void* arg) {
+    wd::Worker& w = *wd::tls_worker;
+    wd::Task* const root = wd::ContextAccess::task(cx);
+    wd::Engine& engine = *w.engine;
+    const std::uint32_t e = td_.begin_epoch();  // active
+    active_.store(true, std::memory_order_relaxed);
+    running_.store(true, std::memory_order_release);
+    engine.attach_progress(&source_);
+    struct Detach {
+      wd::Engine& e;
+      ~Detach() { e.detach_progress(); }
+    } detach{engine};
+    std::exception_ptr seed_error;
+    try {
+      seeds(arg);
+    } catch (...) {
+      seed_error = std::current_exception();  // still take part in the epoch: the other ranks wait for it
+    }
+    wd::wait_until(w, [&] { return quiet(w, root, e); });
+    // What this rank still owes its peers once the epoch has ended: the end of the epoch forwarded down the
+    // detector's tree, sends not completed. (Messages of the next epoch are kept by the detector meanwhile.)
+    while (transport_.outstanding() != 0)
+      if (transport_.poll() == 0) std::this_thread::yield();
+    running_.store(false, std::memory_order_release);
+    if (seed_error) std::rethrow_exception(seed_error);
+  }
+
+ private:
+  // The fence's wait condition (on worker 0): the epoch has ended; meanwhile, report this rank passive when
+  // it has no task left (see the top of this file).
+  bool quiet(wd::Worker& w, wd::Task* root, std::uint32_t e) {
+    if (td_.terminated(e)) return true;
+    if (active_.load(std::memory_order_relaxed) && wd::unfinished_children(w, root) == 0) {
+      comm::ProgressToken& token = comm::MpiEnv::get().token();
+      if (token.try_acquire()) {
+        if (wd::unfinished_children(w, root) == 0) {
+          active_.store(false, std::memory_order_relaxed);
+          td_.set_passive();
+        }
+        token.release();
+      }
+    }
+    return false;
+  }
+
+  // Handler (under the progress token, on a worker executing the graph: only they poll during a fence).
+  void on_message(const comm::Message& m) {
+    active_.store(true, std::memory_order_relaxed);
+    td_.set_active();
+    try {
+      WireHeader h;
+      if (m.header().size() < sizeof h) throw error("weft::flow: malformed message");
+      std::memcpy(&h, m.header().data(), sizeof h);
+      if (h.tt >= g_.tts.size()) throw error("weft::flow: a message names an unknown template task (different graphs?)");
+      g_.tts[h.tt]->deliver_remote(h.input, m.header().subspan(sizeof h), m.payload());
+    } catch (const std::exception& x) {
+      // The sender cannot be told; its peers would wait for this rank forever: end the job, naming the error.
+      comm::abort_job(std::string("rank ") + std::to_string(rank) + ": " + x.what());
+    }
+  }
+
+  static std::size_t poll_source(void* self) noexcept {
+    try {
+      return static_cast<Remote*>(self)->transport_.poll();
+    } catch (const std::exception& x) {
+      comm::abort_job(std::string("weft::flow: progress failed: ") + x.what());
+    }
+  }
+  static bool source_busy(void* self) noexcept {
+    auto* r = static_cast<Remote*>(self);
+    return r->running_.load(std::memory_order_acquire) || r->transport_.outstanding() != 0;
+  }
+
+  GraphState& g_;
+  comm::Transport transport_;  // collective (MPI_Comm_dup); destroyed last, collectively
+  comm::TerminationDetector td_;
+  comm::Kind kind_ = 0;
+  wd::ProgressSource source_{};
+  std::atomic<bool> active_{false};   // this rank's view of the detector's active flag (under the token)
+  std::atomic<bool> running_{false};  // a fence is executing
+};
+
+/// The job has several processes: MPI already says so, or the launcher's environment does (so that a program
+/// started without mpirun never initialises MPI).
+bool several_processes() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (fin) return false;
+  if (init) {
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n > 1;
+  }
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* s = std::getenv(v); s && std::atoi(s) > 1) return true;
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<RemoteBase> make_remote(GraphState& g) {
+  if (!several_processes()) return nullptr;
+  try {
+    return std::make_unique<Remote>(g);
+  } catch (const comm::comm_error& e) {
+    throw error(std::string("weft::flow::graph: cannot run across processes: ") + e.what());
+  }
+}
+
+void execute_distributed(RemoteBase& r, weft::Context& cx, void (*seeds)(void*), void* arg) {
+  static_cast<Remote&>(r).execute(cx, seeds, arg);
+}
+
+}  // namespace weft::flow::detail
+
+#else  // without MPI: always one process
+
+namespace weft::flow::detail {
+std::unique_ptr<RemoteBase> make_remote(GraphState&) { return nullptr; }
+void execute_distributed(RemoteBase&, weft::Context&, void (*)(void*), void*) {}
+}  // namespace weft::flow::detail
+
+#endif
