@@ -1,0 +1,237 @@
+// weft-bench-dist: flow graphs across ranks (public API only) next to raw MPI in the same binary, 2 ranks:
+//   - hop: a flow chain whose consecutive keys live on alternating ranks (keymap k % 2), values of 8 B and
+//     64 KiB, one fence per run; reported as time per hop, against a raw MPI ping-pong of the same size (one-way
+//     time) and, for 64 KiB, as bandwidth;
+//   - fence: an empty fence() on every rank (the termination detector's two waves and nothing else);
+//   - tree: a binary tree of flow tasks (TTG's Fig. 6 shape: each task sends to its two children) with keys
+//     spread over the ranks by the default keymap, against the same tree with every key on rank 0.
+// Raw MPI pre-posts its receives and polls with MPI_Test, the best a hand-written MPI code does. Each number is
+// the median of --reps runs, the runs of every column interleaved.
+//
+//   mpirun -np 2 --bind-to none weft-bench-dist [--reps=R] [--hops=N] [--workers=W] [--depth=D]
+// In a container add --mca btl_vader_single_copy_mechanism none (see tests/mpi/CMakeLists.txt).
+#include <mpi.h>
+#include <weft/flow.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+struct Args {
+  int reps = 7;
+  long hops = 20000;      // 8-byte hops per run
+  long big_hops = 2000;   // 64 KiB hops per run
+  unsigned workers = 1;   // per rank
+  int depth = 14;         // tree: 2^(depth+1) - 1 tasks
+  int fences = 2000;      // empty fences per run
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void wait_req(MPI_Request* r) {
+  for (int flag = 0; !flag;) MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+}
+
+// One-way time in microseconds of a `bytes`-byte ping-pong, `iters` round trips, receives posted first.
+double raw_pingpong(MPI_Comm comm, std::size_t bytes, long iters) {
+  int me;
+  MPI_Comm_rank(comm, &me);
+  const int peer = 1 - me;
+  std::vector<std::byte> out(bytes), in(bytes);
+  const int n = static_cast<int>(bytes);
+  MPI_Barrier(comm);
+  const double t0 = MPI_Wtime();
+  MPI_Request rr, sr;
+  MPI_Irecv(in.data(), n, MPI_BYTE, peer, 0, comm, &rr);
+  for (long i = 0; i < iters; ++i) {
+    if (me == 0) {
+      MPI_Isend(out.data(), n, MPI_BYTE, peer, 0, comm, &sr);
+      wait_req(&sr);
+      wait_req(&rr);
+      if (i + 1 < iters) MPI_Irecv(in.data(), n, MPI_BYTE, peer, 0, comm, &rr);
+    } else {
+      wait_req(&rr);
+      if (i + 1 < iters) MPI_Irecv(in.data(), n, MPI_BYTE, peer, 0, comm, &rr);
+      std::memcpy(out.data(), in.data(), bytes);
+      MPI_Isend(out.data(), n, MPI_BYTE, peer, 0, comm, &sr);
+      wait_req(&sr);
+    }
+  }
+  const double t = MPI_Wtime() - t0;
+  MPI_Barrier(comm);
+  return t / static_cast<double>(2 * iters) * 1e6;
+}
+
+// Microseconds per hop of a flow chain of `hops` keys alternating ranks, values of type V.
+template <class V>
+double flow_hops(weft::Runtime& rt, long hops) {
+  weft::flow::Edge<std::int64_t, V> e("hop");
+  std::atomic<long> ran{0};
+  auto step = weft::flow::make_tt<std::int64_t>(
+      [&](const std::int64_t& k, const V& v, auto& out) {
+        ran.fetch_add(1, std::memory_order_relaxed);
+        if (k < hops) weft::flow::send<0>(k + 1, v, out);
+      },
+      weft::flow::edges(e), weft::flow::edges(e), "step");
+  step->set_keymap([](const std::int64_t& k) { return static_cast<int>(k % 2); });
+  auto g = weft::flow::graph(rt, step);
+  g.fence();  // the graph's set-up (collective) outside the timing
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (me == 0) g.invoke(0, V{});
+  g.fence();
+  const double t = MPI_Wtime() - t0;
+  long total = 0, mine = ran.load();
+  MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (total != hops + 1) {
+    std::fprintf(stderr, "weft-bench-dist: the chain ran %ld tasks, expected %ld\n", total, hops + 1);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return t / static_cast<double>(hops) * 1e6;
+}
+
+// Microseconds per empty fence.
+double empty_fences(weft::Runtime& rt, int fences) {
+  weft::flow::Edge<int, int> e("e");
+  auto t = weft::flow::make_tt<int>([](const int&, int) {}, weft::flow::edges(e), weft::flow::edges(), "idle");
+  auto g = weft::flow::graph(rt, t);
+  g.fence();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < fences; ++i) g.fence();
+  const double el = MPI_Wtime() - t0;
+  return el / fences * 1e6;
+}
+
+// Nanoseconds per task of a binary tree of depth `depth`; every key on rank 0 when `spread` is false.
+double tree(weft::Runtime& rt, int depth, bool spread) {
+  using Key = std::pair<int, std::int64_t>;
+  weft::flow::Edge<Key, std::int64_t> down("down");
+  std::atomic<long> ran{0};
+  auto node = weft::flow::make_tt<Key>(
+      [&](const Key& k, std::int64_t v, auto& out) {
+        ran.fetch_add(1, std::memory_order_relaxed);
+        if (k.first < depth) {
+          weft::flow::send<0>(Key{k.first + 1, 2 * k.second}, v + 1, out);
+          weft::flow::send<0>(Key{k.first + 1, 2 * k.second + 1}, v + 1, out);
+        }
+      },
+      weft::flow::edges(down), weft::flow::edges(down), "node");
+  if (!spread) node->set_keymap([](const Key&) { return 0; });
+  auto g = weft::flow::graph(rt, node);
+  g.fence();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (me == 0) g.invoke(Key{0, 0}, 0);
+  g.fence();
+  const double el = MPI_Wtime() - t0;
+  const long tasks = (2L << depth) - 1;
+  long total = 0, mine = ran.load();
+  MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (total != tasks) {
+    std::fprintf(stderr, "weft-bench-dist: the tree ran %ld tasks, expected %ld\n", total, tasks);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return el / static_cast<double>(tasks) * 1e9;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto val = [&](const char* key) -> const char* {
+      const std::size_t n = std::strlen(key);
+      return s.compare(0, n, key) == 0 ? s.c_str() + n : nullptr;
+    };
+    if (const char* v = val("--reps=")) {
+      a.reps = std::max(1, std::atoi(v));
+    } else if (const char* v2 = val("--hops=")) {
+      a.hops = std::max(10L, std::atol(v2));
+      a.big_hops = std::max(10L, a.hops / 10);
+    } else if (const char* v3 = val("--workers=")) {
+      a.workers = static_cast<unsigned>(std::max(1, std::atoi(v3)));
+    } else if (const char* v4 = val("--depth=")) {
+      a.depth = std::clamp(std::atoi(v4), 1, 24);
+    } else if (const char* v5 = val("--fences=")) {
+      a.fences = std::max(1, std::atoi(v5));
+    } else if (s == "-h" || s == "--help") {
+      std::printf("usage: mpirun -np 2 --bind-to none weft-bench-dist [--reps=R] [--hops=N] [--workers=W] "
+                  "[--depth=D] [--fences=F]\n");
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "weft-bench-dist: unknown option '%s' (try --help)\n", s.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int me = 0, n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (n != 2) {
+    if (me == 0) std::fprintf(stderr, "weft-bench-dist: run with 2 ranks (mpirun -np 2)\n");
+    MPI_Finalize();
+    return 2;
+  }
+  MPI_Comm raw;
+  MPI_Comm_dup(MPI_COMM_WORLD, &raw);
+  using Big = std::array<std::byte, 64 * 1024>;
+  std::vector<double> raw8, weft8, raw64, weft64, fence, spread, local;
+  {
+    weft::Options o;
+    o.num_threads = a.workers;
+    weft::Runtime rt(o);
+    for (int r = 0; r < a.reps; ++r) {
+      raw8.push_back(raw_pingpong(raw, 8, a.hops));
+      weft8.push_back(flow_hops<std::uint64_t>(rt, a.hops));
+      raw64.push_back(raw_pingpong(raw, sizeof(Big), a.big_hops));
+      weft64.push_back(flow_hops<Big>(rt, a.big_hops));
+      fence.push_back(empty_fences(rt, a.fences));
+      spread.push_back(tree(rt, a.depth, true));
+      local.push_back(tree(rt, a.depth, false));
+    }
+  }
+  if (me == 0) {
+    auto mbs = [](double us) { return 64.0 * 1024 / us; };  // MB/s of one 64 KiB message per `us`
+    std::printf("weft-bench-dist: 2 ranks x %u worker%s, medians of %d runs (%ld and %ld hops, %d fences, tree "
+                "depth %d)\n",
+                a.workers, a.workers == 1 ? "" : "s", a.reps, a.hops, a.big_hops, a.fences, a.depth);
+    std::printf("  %-34s %12s %12s %8s\n", "", "raw MPI", "weft flow", "ratio");
+    std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "hop, 8 B (us)", median(raw8), median(weft8),
+                median(weft8) / median(raw8));
+    std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "hop, 64 KiB (us)", median(raw64), median(weft64),
+                median(weft64) / median(raw64));
+    std::printf("  %-34s %12.0f %12.0f %7.0f%%\n", "bandwidth, 64 KiB hops (MB/s)", mbs(median(raw64)),
+                mbs(median(weft64)), 100.0 * median(raw64) / median(weft64));
+    std::printf("  %-34s %12s %12.2f\n", "empty fence (us)", "", median(fence));
+    std::printf("  %-34s %12s %12.1f\n", "binary tree, keys on rank 0 (ns/task)", "", median(local));
+    std::printf("  %-34s %12s %12.1f %7.2fx\n", "binary tree, keys spread (ns/task)", "", median(spread),
+                median(spread) / median(local));
+  }
+  MPI_Comm_free(&raw);
+  MPI_Finalize();
+  return 0;
+}
