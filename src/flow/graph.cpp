@@ -37,11 +37,25 @@ GraphBase::GraphBase(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned,
   // On several processes (collective): the transport, and a check that every rank built this same graph.
   try {
     g.remote_owned = detail::make_remote(g);
+    if (g.remote_owned) {
+      // A template task with the default keymap (a hash) receives values from every rank: its types must be
+      // able to cross. (With a keymap of the program's own, a send that would cross throws when it happens.)
+      // Every rank has the same types: all of them throw here alike.
+      for (const auto& t : g.tts)
+        if (const char* what = t->untransferable(); what && !t->has_keymap())
+          throw error("weft::flow::graph: template task '" + t->name() + "' runs on several processes with the "
+                      "default keymap, but " + what + " cannot cross processes (make it trivially copyable or "
+                      "serializable with cereal, or give the task a keymap that keeps its keys where they are "
+                      "sent from)");
+    }
   } catch (...) {
+    g.remote_owned.reset();
     for (auto& t : g.tts) t->attach(nullptr, 0);
     throw;
   }
   g.remote = g.remote_owned.get();
+  for (const auto& t : g.tts)
+    for (detail::EdgeBase* e : t->edges()) e->remote = g.remote;
 }
 
 GraphBase::~GraphBase() {
@@ -52,7 +66,10 @@ GraphBase::~GraphBase() {
   } catch (...) {
     // Called from a task of another runtime: the pending tasks' descriptors cannot be returned from here.
   }
-  for (auto& t : g.tts) t->attach(nullptr, 0);
+  for (auto& t : g.tts) {
+    for (detail::EdgeBase* e : t->edges()) e->remote = nullptr;
+    t->attach(nullptr, 0);
+  }
 }
 
 std::size_t GraphBase::pending() const {

@@ -3,14 +3,20 @@
 // distributed termination detector (weft::comm::TerminationDetector: Mattern's four counters), so that it
 // returns on every rank only once the whole graph has terminated on all of them.
 //
-// Messages. One message kind per graph, registered through the detector (counted, stamped with the epoch):
-//   header  = { uint32 template-task id, uint32 input terminal } + the key's bytes (detail::wire<Key>)
-//   payload = the value's bytes (detail::wire<V>; empty for a control edge)
-// The template-task id is the task's index in the graph (GraphBase collects the tasks in an order that depends
-// only on the program's construction order, so it agrees across ranks). The kind's name carries a hash of the
-// graph's shape (names and edges of its template tasks, in order): Transport::check_consistency() at
-// construction then refuses ranks that built different graphs. The owner's handler unpacks and delivers the
-// value exactly as a local send would (TTBase::deliver_remote).
+// Messages. One message kind per graph, registered through the detector (counted, stamped with the epoch); its
+// format is in include/weft/detail/flow_wire.hpp (a WireHeader naming the template task, its input and the
+// number of keys, then the keys; the value as the payload, once for all the keys). The template-task id is the
+// task's index in the graph (GraphBase collects the tasks in an order that depends only on the program's
+// construction order, so it agrees across ranks). The kind's name carries a hash of the graph's shape (names and
+// edges of its template tasks, in order): Transport::check_consistency() at construction then refuses ranks that
+// built different graphs. The owner's handler delivers the value exactly as local sends would
+// (TTBase::deliver_remote). A large payload (above the transport's rendezvous threshold) is received straight
+// into the shared copy its tasks will read (TTBase::place_remote), and sent from the sender's shared copy when
+// it has one: no copy but MPI's.
+//
+// Failures. A task that throws on a rank of a distributed graph ends the job with a line naming the rank, the
+// task and the exception (RemoteBase::fail): the other ranks would otherwise wait for it forever. So does a
+// message that cannot be delivered (a handler error).
 //
 // Termination, per fence. begin_epoch() makes this rank active; it becomes passive when the run's root has no
 // unfinished task (every task of the graph is a detached child of the root; workers' credits only make the
@@ -34,6 +40,7 @@
 #include <cstring>
 #include <exception>
 #include <thread>
+#include <unordered_map>
 
 #include "comm/mpi_env.hpp"
 #include "comm/termination.hpp"
@@ -45,11 +52,6 @@ namespace weft::flow::detail {
 namespace {
 
 namespace wd = weft::detail;
-
-struct WireHeader {
-  std::uint32_t tt;
-  std::uint32_t input;
-};
 
 /// A hash of the graph's shape, the same on every rank that built the same graph.
 std::string graph_signature(const GraphState& g) {
@@ -74,7 +76,10 @@ class Remote final : public RemoteBase {
   explicit Remote(GraphState& g) : g_(g), td_(transport_) {
     rank = transport_.rank();
     size = transport_.size();
-    kind_ = td_.register_kind(graph_signature(g), {.deliver = [this](const comm::Message& m) { on_message(m); }});
+    max_header = transport_.config().max_header;
+    large = transport_.config().rendezvous_threshold;
+    kind_ = td_.register_kind(graph_signature(g), {.deliver = [this](const comm::Message& m) { on_message(m); },
+                                                  .place = [this](const comm::Message& m) { return on_place(m); }});
     try {
       transport_.check_consistency();
     } catch (const comm::comm_error& e) {
@@ -83,18 +88,15 @@ class Remote final : public RemoteBase {
     source_ = {&poll_source, &source_busy, this};
   }
 
-  void send(int dest, std::uint32_t tt, std::uint32_t input, std::span<const std::byte> key,
-            std::span<const std::byte> value) override {
-    const std::size_t n = sizeof(WireHeader) + key.size();
-    if (n > transport_.config().max_header)
-      throw error("weft::flow: a key of " + std::to_string(key.size()) + " bytes is too large to send to another "
-                  "process (at most " + std::to_string(transport_.config().max_header - sizeof(WireHeader)) + ")");
-    std::byte header[1024];
-    const WireHeader h{tt, input};
-    std::memcpy(header, &h, sizeof h);
-    if (!key.empty()) std::memcpy(header + sizeof h, key.data(), key.size());
-    td_.counted_send(dest, kind_, {header, n}, value);
+  void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
+            std::function<void()> done) override {
+    if (done)
+      td_.counted_send(dest, kind_, header, payload, std::move(done));
+    else
+      td_.counted_send(dest, kind_, header, payload);
   }
+
+  [[noreturn]] void fail(const std::string& what) noexcept override { comm::abort_job(what); }
 
   void execute(weft::Context& cx, void (*seeds)(void*), void* arg) {
     wd::Worker& w = *wd::tls_worker;
@@ -141,19 +143,55 @@ class Remote final : public RemoteBase {
     return false;
   }
 
+  static WireHeader header_of(const comm::Message& m, const GraphState& g) {
+    WireHeader h;
+    if (m.header().size() < sizeof h) throw error("weft::flow: a malformed message from another process");
+    std::memcpy(&h, m.header().data(), sizeof h);
+    if (h.tt >= g.tts.size())
+      throw error("weft::flow: a message names an unknown template task (did every rank build the same graph?)");
+    return h;
+  }
+
+  // Rendezvous: where a large payload goes (under the progress token). The template task may place it into the
+  // value's final storage (a shared copy), remembered here until the message is delivered.
+  std::span<std::byte> on_place(const comm::Message& m) {
+    try {
+      const WireHeader h = header_of(m, g_);
+      void* handle = nullptr;
+      std::span<std::byte> dst = g_.tts[h.tt]->place_remote(h, m.payload_size(), handle);
+      Placed p{h.tt, handle, nullptr};
+      if (dst.empty()) {
+        p.bytes = std::make_unique<std::byte[]>(m.payload_size());
+        dst = {p.bytes.get(), m.payload_size()};
+      }
+      placed_.emplace(dst.data(), std::move(p));
+      return dst;
+    } catch (const std::exception& x) {
+      comm::abort_job(std::string("weft::flow: a message from rank ") + std::to_string(m.source()) +
+                      " cannot be received: " + x.what());
+    }
+  }
+
   // Handler (under the progress token, on a worker executing the graph: only they poll during a fence).
   void on_message(const comm::Message& m) {
     active_.store(true, std::memory_order_relaxed);
     td_.set_active();
     try {
-      WireHeader h;
-      if (m.header().size() < sizeof h) throw error("weft::flow: malformed message");
-      std::memcpy(&h, m.header().data(), sizeof h);
-      if (h.tt >= g_.tts.size()) throw error("weft::flow: a message names an unknown template task (different graphs?)");
-      g_.tts[h.tt]->deliver_remote(h.input, m.header().subspan(sizeof h), m.payload());
+      const WireHeader h = header_of(m, g_);
+      void* handle = nullptr;
+      std::unique_ptr<std::byte[]> bytes;  // freed once delivered
+      if (!placed_.empty() && !m.payload().empty()) {
+        if (auto it = placed_.find(m.payload().data()); it != placed_.end()) {
+          handle = it->second.handle;
+          bytes = std::move(it->second.bytes);
+          placed_.erase(it);
+        }
+      }
+      g_.tts[h.tt]->deliver_remote(h, m.header().subspan(sizeof h), m.payload(), handle);
     } catch (const std::exception& x) {
       // The sender cannot be told; its peers would wait for this rank forever: end the job, naming the error.
-      comm::abort_job(std::string("rank ") + std::to_string(rank) + ": " + x.what());
+      comm::abort_job(std::string("weft::flow: a message from rank ") + std::to_string(m.source()) +
+                      " cannot be delivered: " + x.what());
     }
   }
 
@@ -176,6 +214,12 @@ class Remote final : public RemoteBase {
   wd::ProgressSource source_{};
   std::atomic<bool> active_{false};   // this rank's view of the detector's active flag (under the token)
   std::atomic<bool> running_{false};  // a fence is executing
+  struct Placed {
+    std::uint32_t tt;
+    void* handle;                        // what place_remote returned, for deliver_remote
+    std::unique_ptr<std::byte[]> bytes;  // or a buffer of ours
+  };
+  std::unordered_map<const std::byte*, Placed> placed_;  // under the progress token
 };
 
 /// The job has several processes: MPI already says so, or the launcher's environment does (so that a program

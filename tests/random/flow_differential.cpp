@@ -19,6 +19,12 @@
 //     in one phase wait, pending, for the rest in a later one (across runs).
 // Checked: every task ran once, its value equals the sequential interpretation's.
 //
+// Several processes (built as tests/mpi's weft_mpi_flow_differential, WEFT_TEST_MPI): the same programs on every
+// rank of an MPI job, 1 and 2 workers per rank; each template task gets a random keymap (the default hash, key
+// modulo ranks, a random table, or every key on one rank), so values, broadcasts and aggregated values cross
+// ranks; each source key is invoked on a rank chosen at random (its owner or not). The runs and values recorded
+// on each rank are summed over the ranks before the comparison.
+//
 // Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_FLOW_DIFF_SEED=<seed> runs one program.
 #include <gtest/gtest.h>
 #include <weft/weft.hpp>
@@ -35,6 +41,11 @@
 #include <vector>
 
 #include "../common/test_util.hpp"
+#ifdef WEFT_TEST_MPI
+#include <mpi.h>
+
+#include "mpi_test_util.hpp"
+#endif
 
 namespace wf = weft::flow;
 
@@ -62,6 +73,14 @@ u64 value_of(const Payload& p) {
 
 constexpr int kTerminals = 4;  // 0, 1: plain edges; 2, 3: aggregator edges
 
+#ifdef WEFT_TEST_MPI
+int ranks() { return weft_mpi_test::world_size(); }
+int my_rank() { return weft_mpi_test::world_rank(); }
+#else
+int ranks() { return 1; }
+int my_rank() { return 0; }
+#endif
+
 struct EdgeSpec {
   int producer = 0;
   bool aggregator = false;               // feeds aggregator terminals (extra keys allowed)
@@ -82,6 +101,10 @@ struct Program {
   int phases = 1;
   std::vector<std::vector<int>> phase;           // [source][key]: the phase that invokes it
   std::vector<std::vector<u64>> expected;        // [template task][key]
+  // Several processes: per template task, the keymap (-1: the default; else a table [key] -> rank), and the
+  // rank that invokes each source key.
+  std::vector<std::vector<int>> keymap;
+  std::vector<std::vector<int>> invoker;         // [source][key]
 
   std::vector<int> dests(const EdgeSpec& e, int k) const {
     std::vector<int> d{e.perm[k]};
@@ -144,6 +167,18 @@ Program generate(u64 seed) {
     p.plain_in[s] = edge_from(s == p.sources ? p.sources - 1 : pick(0, s - 1), false);
     p.agg_in[s] = edge_from(s == p.sources ? 0 : pick(0, s - 1), true);
   }
+  const int nr = ranks();
+  p.keymap.assign(p.n, {});
+  for (int s = 0; s < p.n; ++s) {
+    const int kind = nr > 1 ? pick(0, 3) : 0;
+    if (kind == 0) continue;  // the default keymap
+    p.keymap[s].resize(p.keys);
+    const int one = pick(0, nr - 1);
+    for (int k = 0; k < p.keys; ++k) p.keymap[s][k] = kind == 1 ? k % nr : kind == 2 ? pick(0, nr - 1) : one;
+  }
+  p.invoker.assign(p.sources, std::vector<int>(p.keys));
+  for (auto& inv : p.invoker)
+    for (int& r : inv) r = pick(0, nr - 1);
   p.phases = pick(1, 3);
   p.phase.assign(p.sources, std::vector<int>(p.keys));
   for (auto& ph : p.phase)
@@ -240,6 +275,7 @@ void run_program(Program& p, weft::Runtime& rt) {
     if (s < p.sources) {
       auto tt = wf::make_tt<int>(SourceBody{&cp, record, s}, wf::edges(wf::Edge<int, void>()), outs(s), "source");
       if (p.has_priomap[s]) tt->set_priomap(prio(s));
+      if (!p.keymap[s].empty()) tt->set_keymap([m = p.keymap[s]](const int& k) { return m[k]; });
       sources.push_back(tt);
     } else {
       const EdgeSpec& ae = p.edges[p.agg_in[s]];
@@ -255,6 +291,7 @@ void run_program(Program& p, weft::Runtime& rt) {
                     wf::make_aggregator(ae.edge, [&ae](const int& k) { return std::size_t(ae.count[k]); })),
           outs(s), "inner");
       if (p.has_priomap[s]) tt->set_priomap(prio(s));
+      if (!p.keymap[s].empty()) tt->set_keymap([m = p.keymap[s]](const int& k) { return m[k]; });
       inner.push_back(tt);
     }
   }
@@ -263,10 +300,20 @@ void run_program(Program& p, weft::Runtime& rt) {
   for (int ph = 0; ph < p.phases; ++ph) {
     for (int s = 0; s < p.sources; ++s)
       for (int k = 0; k < p.keys; ++k)
-        if (p.phase[s][k] == ph) sources[s]->invoke(k);
+        if (p.phase[s][k] == ph && p.invoker[s][k] == my_rank()) sources[s]->invoke(k);
     if (ph + 1 < p.phases) g.fence();  // what waits for a later phase stays pending
   }
   g.wait();
+#ifdef WEFT_TEST_MPI
+  {  // every task ran on one rank: sums over the ranks (a value is 0 where its task did not run)
+    std::vector<u64> v(res.value.size());
+    std::vector<int> r(res.runs.size());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = res.value[i].load(), r[i] = res.runs[i].load();
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, r.data(), int(r.size()), MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < v.size(); ++i) res.value[i].store(v[i]), res.runs[i].store(r[i]);
+  }
+#endif
   for (int s = 0; s < p.n; ++s)
     for (int k = 0; k < p.keys; ++k) {
       ASSERT_EQ(res.runs[s * p.keys + k].load(), 1) << "seed " << p.seed << " tt " << s << " key " << k;
@@ -275,17 +322,25 @@ void run_program(Program& p, weft::Runtime& rt) {
 }
 
 TEST(FlowDifferential, RandomGraphsMatchSequentialInterpretation) {
+#ifdef WEFT_TEST_MPI
+  // Ranks share the machine's cores: 1 and 2 workers per rank, fewer programs.
+  weft::Runtime rt1(weft_test::opts(1)), rt2(weft_test::opts(2));
+  const std::vector<weft::Runtime*> runtimes{&rt1, &rt2};
+  const std::size_t programs = weft_test::scaled(40, 10);
+#else
   weft::Runtime rt1(weft_test::opts(1)), rt2(weft_test::opts(2)), rt4(weft_test::opts(4, weft::kDefaultMaxTasks, false));
+  const std::vector<weft::Runtime*> runtimes{&rt1, &rt2, &rt4};
+  const std::size_t programs = weft_test::scaled(150);
+#endif
   std::vector<u64> seeds;
   if (const char* e = std::getenv("WEFT_FLOW_DIFF_SEED")) {
     seeds.push_back(std::strtoull(e, nullptr, 10));
   } else {
-    const std::size_t n = weft_test::scaled(150);
-    for (std::size_t i = 0; i < n; ++i) seeds.push_back(0xF10Eull * 1000 + i);
+    for (std::size_t i = 0; i < programs; ++i) seeds.push_back(0xF10Eull * 1000 + i);
   }
   for (u64 seed : seeds) {
     Program p = generate(seed);
-    for (weft::Runtime* rt : {&rt1, &rt2, &rt4}) {
+    for (weft::Runtime* rt : runtimes) {
       run_program(p, *rt);
       if (::testing::Test::HasFatalFailure()) return;
     }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "weft/detail/flow_table.hpp"
+#include "weft/detail/flow_wire.hpp"
 #include "weft/detail/task.hpp"
 #include "weft/runtime.hpp"
 #include "weft/tasks.hpp"
@@ -135,6 +136,17 @@ std::string key_string(const T& k) {
   return os.str();
 }
 
+/// Describes the exception being handled (inside a catch block): its what() when it has one.
+inline std::string describe_current_exception() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return std::string("an exception: ") + e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 // --- values --------------------------------------------------------------------------------------------------
 /// Small trivially copyable values are copied to every successor: cheaper than sharing a counted copy.
 template <class V>
@@ -145,8 +157,17 @@ template <class V>
 struct Shared {
   template <class U>
   Shared(std::uint32_t n, U&& v) : refs(n), value(std::forward<U>(v)) {}
+  /// The value's bytes are written later (received from another process straight into `value`): trivially
+  /// copyable values only, whose lifetime begins with those bytes.
+  struct Raw {};
+  Shared(std::uint32_t n, Raw) requires std::is_trivially_copyable_v<V> : refs(n) {}
+  ~Shared() { value.~V(); }
+  Shared(const Shared&) = delete;
+  Shared& operator=(const Shared&) = delete;
   std::atomic<std::uint32_t> refs;
-  V value;
+  union {
+    V value;
+  };
   void release() {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
@@ -294,68 +315,22 @@ class Aggregator {
 
 namespace detail {
 
-// --- values and keys across processes -------------------------------------------------------------------------
-/// How a key or value type travels to another process, as bytes of a fixed size: trivially copyable types as
-/// they are, std::pair and std::tuple element by element (they are not trivially copyable themselves). Other
-/// types cannot cross processes yet (`ok` is false).
-template <class T, class = void>
-struct wire {
-  static constexpr bool ok = false;
-};
-template <class T>
-struct wire<T, std::enable_if_t<std::is_trivially_copyable_v<T>>> {
-  static constexpr bool ok = true;
-  static constexpr std::size_t size = sizeof(T);
-  static void pack(const T& v, std::byte* p) { std::memcpy(p, static_cast<const void*>(&v), sizeof(T)); }
-  static T unpack(const std::byte* p) {
-    alignas(T) unsigned char buf[sizeof(T)];
-    std::memcpy(buf, p, sizeof(T));  // implicitly creates the object (trivially copyable)
-    return *std::launder(reinterpret_cast<T*>(buf));
-  }
-};
-template <class... T>
-struct wire<std::tuple<T...>, std::enable_if_t<!std::is_trivially_copyable_v<std::tuple<T...>> && (wire<T>::ok && ...)>> {
-  static constexpr bool ok = true;
-  static constexpr std::size_t size = (std::size_t{0} + ... + wire<T>::size);
-  static void pack(const std::tuple<T...>& v, std::byte* p) {
-    std::apply([&](const T&... e) { ((wire<T>::pack(e, p), p += wire<T>::size), ...); }, v);
-  }
-  static std::tuple<T...> unpack(const std::byte* p) {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return std::tuple<T...>{wire<T>::unpack(p + offset<I>())...};
-    }(std::index_sequence_for<T...>{});
-  }
-  template <std::size_t I>
-  static constexpr std::size_t offset() {
-    return [&]<std::size_t... J>(std::index_sequence<J...>) {
-      return (std::size_t{0} + ... + wire<std::tuple_element_t<J, std::tuple<T...>>>::size);
-    }(std::make_index_sequence<I>{});
-  }
-};
-template <class A, class B>
-struct wire<std::pair<A, B>, std::enable_if_t<!std::is_trivially_copyable_v<std::pair<A, B>> && wire<A>::ok && wire<B>::ok>> {
-  static constexpr bool ok = true;
-  static constexpr std::size_t size = wire<A>::size + wire<B>::size;
-  static void pack(const std::pair<A, B>& v, std::byte* p) {
-    wire<A>::pack(v.first, p);
-    wire<B>::pack(v.second, p + wire<A>::size);
-  }
-  static std::pair<A, B> unpack(const std::byte* p) {
-    return std::pair<A, B>{wire<A>::unpack(p), wire<B>::unpack(p + wire<A>::size)};
-  }
-};
-
 /// The distributed side of a graph (src/flow/remote.cpp), present only when the graph runs on several MPI
-/// processes: what a template task needs to send to the owner of a key.
+/// processes: what a template task needs to reach the owner of a key.
 struct RemoteBase {
-  int rank = 0;  ///< this process
-  int size = 1;  ///< processes of the graph (> 1)
+  int rank = 0;                ///< this process
+  int size = 1;                ///< processes of the graph (> 1)
+  std::size_t max_header = 0;  ///< largest message header (WireHeader and the keys)
+  std::size_t large = 0;       ///< payloads above this travel by rendezvous (send's `done` then matters)
   virtual ~RemoteBase() = default;
-  /// Sends input `input` of the task of `key` of template task `tt` (its index in the graph, agreed by
-  /// construction order) to process `dest`: key and value as bytes (wire<>). Only from a worker executing the
-  /// graph (a body, or a seed).
-  virtual void send(int dest, std::uint32_t tt, std::uint32_t input, std::span<const std::byte> key,
-                    std::span<const std::byte> value) = 0;
+  /// Sends one message (see flow_wire.hpp) to process `dest`. The header is copied; the payload too, unless
+  /// `done` is given and the payload is above `large`: then it is borrowed until `done` runs (on a thread that
+  /// progresses communication). Only from a worker executing the graph (a body, or a seed).
+  virtual void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
+                    std::function<void()> done) = 0;
+  /// A task of the graph failed on this process: the others would wait for it forever. Prints "weft: rank R:
+  /// <what>" and ends the whole job (MPI_Abort).
+  [[noreturn]] virtual void fail(const std::string& what) noexcept = 0;
 };
 
 class TTBase;
@@ -366,6 +341,7 @@ struct GraphState;
 struct EdgeBase {
   std::string name;
   std::vector<std::weak_ptr<TTBase>> tts;  ///< producers and consumers
+  RemoteBase* remote = nullptr;             ///< the graph's, while it is in a graph of several processes
   virtual ~EdgeBase() = default;
 };
 
@@ -377,6 +353,8 @@ struct Consumer {
   void (*move)(void* tt, const K& key, V&& v);
   void (*copy)(void* tt, const K& key, const V& v);
   void (*share)(void* tt, const K& key, Shared<V>* s);
+  /// On several processes, a broadcast: one message per process that owns some of the keys.
+  void (*scatter)(void* tt, std::span<const K> keys, Shared<V>* s);
 };
 
 template <class K, class V>
@@ -483,6 +461,15 @@ class Out {
     }
     const std::size_t n = nk * cs.size();
     if (n == 0) return;
+    if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner
+      std::vector<KS> ks(std::begin(keys), std::end(keys));
+      struct Hold {  // one shared copy for every consumer; this reference is released on the way out
+        Shared<VS>* s;
+        ~Hold() { s->release(); }
+      } hold{new Shared<VS>(1, std::forward<U>(value))};
+      for (const auto& c : cs) c.scatter(c.tt, ks, hold.s);
+      return;
+    }
     if constexpr (cheap_v<VS>) {
       for (const auto& k : keys)
         for (const auto& c : cs) c.copy(c.tt, k, value);
@@ -565,11 +552,21 @@ class TTBase : public std::enable_shared_from_this<TTBase> {
   virtual void drain(std::ostream* os, std::size_t max) = 0;
   /// Joins a graph (g, executing on `workers` workers) or leaves it (nullptr).
   virtual void attach(GraphState* g, unsigned workers) = 0;
-  /// A value sent from another process arrives (RemoteBase::send's bytes): delivered here as a local send of
-  /// input `input` would be. On a worker executing the graph. Throws error for an unknown input or a size that
-  /// does not match the types.
-  virtual void deliver_remote(std::uint32_t input, std::span<const std::byte> key,
-                              std::span<const std::byte> value) = 0;
+  /// A large value is about to arrive from another process (its header has, not its payload): returns where
+  /// its `size` bytes go, and sets `handle` for deliver_remote; an empty span lets the caller choose a buffer.
+  /// Under the transport's progress token. Throws error for an input or size that does not match the types.
+  virtual std::span<std::byte> place_remote(const WireHeader& h, std::size_t size, void*& handle) = 0;
+  /// A message from another process arrives (header after the WireHeader: the keys; payload: the value):
+  /// delivered here as local sends of input h.input to each key would be. `handle`: what place_remote set for
+  /// this payload (null if it was not called). On a worker executing the graph, under the progress token.
+  /// Throws error for a message that does not match the types.
+  virtual void deliver_remote(const WireHeader& h, std::span<const std::byte> keys, std::span<const std::byte> value,
+                              void* handle) = 0;
+  /// Null when every key and value type of its inputs can cross processes, else a description of one that
+  /// cannot (for the error when the graph runs on several processes).
+  virtual const char* untransferable() const = 0;
+  /// The user chose where keys go (set_keymap).
+  virtual bool has_keymap() const = 0;
   /// Index of this template task in its graph (the same on every process that builds the same graph).
   std::uint32_t id() const { return id_; }
   void set_id(std::uint32_t id) { id_ = id; }

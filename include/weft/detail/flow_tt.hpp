@@ -1,6 +1,7 @@
 // weft internal: the template task of weft/flow.hpp. Not part of the public API; include weft/flow.hpp.
 #pragma once
 
+#include <algorithm>
 #include <ostream>
 
 #include "weft/detail/flow_core.hpp"
@@ -65,16 +66,30 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     });
   }
 
-  void deliver_remote(std::uint32_t input, std::span<const std::byte> key,
-                      std::span<const std::byte> value) override {
-    bool found = false;
-    [&]<std::size_t... J>(std::index_sequence<J...>) {
-      ((input == J ? (deliver_wire<J>(key, value), found = true) : false), ...);
-    }(std::index_sequence_for<In...>{});
-    if (!found)
-      throw error("weft::flow: '" + name_ + "': a message from another process names input " +
-                  std::to_string(input) + ", which this template task does not have (different graphs?)");
+  std::span<std::byte> place_remote(const detail::WireHeader& h, std::size_t size, void*& handle) override {
+    std::span<std::byte> out;
+    if (!for_input(h.input, [&]<std::size_t J>() { out = place_input<J>(h, size, handle); })) bad_input(h.input);
+    return out;
   }
+
+  void deliver_remote(const detail::WireHeader& h, std::span<const std::byte> keys, std::span<const std::byte> value,
+                      void* handle) override {
+    if (!for_input(h.input, [&]<std::size_t J>() { deliver_input<J>(h, keys, value, handle); })) bad_input(h.input);
+  }
+
+  const char* untransferable() const override {
+    const char* what = nullptr;
+    [&]<std::size_t... J>(std::index_sequence<J...>) {
+      ((what = what ? what
+                    : !detail::transferable_v<KS>                ? "its key type"
+                    : (kData<J> && !detail::transferable_v<InV<J>>) ? "the value type of one of its inputs"
+                                                                    : nullptr),
+       ...);
+    }(std::index_sequence_for<In...>{});
+    return what;
+  }
+
+  bool has_keymap() const override { return static_cast<bool>(keymap_); }
 
   void attach(detail::GraphState* g, unsigned workers) override {
     graph_ = g;
@@ -215,7 +230,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
         return in.state();
       }
     }();
-    detail::Consumer<KS, V> c{this, &move_in<J>, nullptr, nullptr};
+    detail::Consumer<KS, V> c{this, &move_in<J>, nullptr, nullptr, &scatter_in<J>};
     if constexpr (std::is_copy_constructible_v<V>) c.copy = &copy_in<J>;
     if constexpr (!detail::cheap_v<V>) c.share = &share_in<J>;
     st->consumers.push_back(c);
@@ -284,14 +299,26 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     if (graph_ && graph_->remote) [[unlikely]] {  // several processes: the key's owner may be another one
       const int owner = owner_of(key);
       if (owner != graph_->remote->rank) {
-        send_remote<J>(owner, key, std::forward<Src>(src));
+        send_one<J>(owner, key, std::forward<Src>(src));
         return;
       }
     }
     deliver_here<J>(key, std::forward<Src>(src));
   }
 
-  // --- across processes ------------------------------------------------------------------------------------------
+  // --- across processes (see flow_wire.hpp) ---------------------------------------------------------------------
+  /// Calls f.template operator()<J>() for input J == input; false if there is no such input.
+  template <class F>
+  static bool for_input(std::uint32_t input, F&& f) {
+    return [&]<std::size_t... J>(std::index_sequence<J...>) {
+      return ((input == J ? (f.template operator()<J>(), true) : false) || ...);
+    }(std::index_sequence_for<In...>{});
+  }
+  [[noreturn]] void bad_input(std::uint32_t input) const {
+    throw error("weft::flow: '" + name_ + "': a message from another process names input " + std::to_string(input) +
+                ", which this template task does not have (different graphs?)");
+  }
+
   int owner_of(const KS& key) const {
     const int n = graph_->remote->size;
     const int owner = keymap_ ? keymap_(key) : static_cast<int>(Hash<KS>{}(key) % static_cast<std::size_t>(n));
@@ -301,54 +328,226 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     return owner;
   }
 
-  /// Input J of the task of `key` goes to process `dest`: the key's and the value's bytes (detail::wire), one
-  /// message. A shared value (Shared<V>*) gives up the reference this delivery held.
-  template <std::size_t J, class Src>
-  void send_remote(int dest, const KS& key, Src&& src) {
+  template <std::size_t J>
+  static constexpr bool kTransferable =
+      detail::transferable_v<KS> && (!kData<J> || detail::transferable_v<InV<J>>);
+
+  template <std::size_t J>
+  [[noreturn]] void cannot_cross(const KS& key) const {
+    throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ", input " + std::to_string(J) +
+                ": sent to a key owned by another process, but its " +
+                (detail::transferable_v<KS> ? "value" : "key") +
+                " type cannot cross processes (it must be trivially copyable, a std::pair / std::tuple of such "
+                "types, or serializable with cereal: see weft/flow.hpp)");
+  }
+
+  /// Input J of the tasks of `keys` (all owned by process `dest`) gets the value `v` (null for a control edge):
+  /// as few messages as the header size allows, the value encoded once. `hold`: the shared copy `v` lives in, if
+  /// any; a large fixed value is then sent from it without a copy (one more reference, released once sent).
+  template <std::size_t J>
+  void send_remote(int dest, std::span<const KS> keys, const InV<J>* v, detail::Shared<InV<J>>* hold) {
     using V = InV<J>;
-    if constexpr (std::is_same_v<std::remove_cvref_t<Src>, detail::Shared<V>*>) {
-      struct Release {
-        detail::Shared<V>* s;
-        ~Release() { s->release(); }
-      } release{src};
-      send_remote<J>(dest, key, std::as_const(src->value));
-    } else if constexpr (!detail::wire<KS>::ok || !(detail::wire<V>::ok || !kData<J>)) {
-      throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ", input " + std::to_string(J) +
-                  ": the key or value type cannot cross processes (for now only trivially copyable types, and "
-                  "std::pair / std::tuple of them, can be sent to a key owned by another process)");
+    if constexpr (!kTransferable<J>) {
+      (void)dest, (void)v, (void)hold;
+      cannot_cross<J>(keys.front());
     } else {
-      std::byte kb[detail::wire<KS>::size];
-      detail::wire<KS>::pack(key, kb);
-      if constexpr (!kData<J>) {
-        graph_->remote->send(dest, id_, J, kb, {});
-      } else if constexpr (sizeof(V) <= 4096) {
-        std::byte vb[detail::wire<V>::size];
-        detail::wire<V>::pack(src, vb);
-        graph_->remote->send(dest, id_, J, kb, vb);
-      } else {
-        auto vb = std::make_unique<std::byte[]>(detail::wire<V>::size);
-        detail::wire<V>::pack(src, vb.get());
-        graph_->remote->send(dest, id_, J, kb, {vb.get(), detail::wire<V>::size});
+      detail::RemoteBase& remote = *graph_->remote;
+      std::span<const std::byte> payload;
+      detail::WireBytes encoded;
+      if constexpr (kData<J>) {
+        if constexpr (std::is_trivially_copyable_v<V>) {
+          payload = std::as_bytes(std::span<const V>(v, 1));  // trivially copyable: its bytes
+        } else if constexpr (detail::Codec<V>::kind == detail::WireKind::fixed) {
+          encoded.resize(detail::Codec<V>::size);
+          detail::Codec<V>::pack(*v, reinterpret_cast<std::byte*>(encoded.data()));
+          payload = std::as_bytes(std::span<const char>(encoded));
+        } else {
+          detail::Codec<V>::append(*v, encoded);
+          payload = std::as_bytes(std::span<const char>(encoded));
+        }
+      }
+      // A large payload is borrowed until sent: from the shared copy it lives in (one more reference per
+      // message), else from bytes of our own (a copy: the caller's value may change once send() returns).
+      const bool from_hold = hold && payload.data() == reinterpret_cast<const std::byte*>(&hold->value);
+      std::shared_ptr<const detail::WireBytes> owned;
+      if (payload.size() > remote.large && !from_hold) {
+        owned = std::make_shared<const detail::WireBytes>(
+            encoded.empty() ? detail::WireBytes(reinterpret_cast<const char*>(payload.data()), payload.size())
+                            : std::move(encoded));
+        payload = std::as_bytes(std::span<const char>(*owned));
+      }
+      detail::WireBytes header;
+      std::size_t i = 0;
+      while (i < keys.size()) {
+        header.resize(sizeof(detail::WireHeader));
+        std::uint16_t n = 0;
+        while (i < keys.size() && n < UINT16_MAX) {
+          const std::size_t before = header.size();
+          detail::append_key(keys[i], header);
+          if (header.size() > remote.max_header) {
+            if (n == 0)
+              throw error("weft::flow: '" + name_ + "', key " + detail::key_string(keys[i]) + ": a key of " +
+                          std::to_string(header.size() - before) + " bytes is too large to send to another "
+                          "process (at most " +
+                          std::to_string(remote.max_header - sizeof(detail::WireHeader)) + ")");
+            header.resize(before);  // the next message takes it
+            break;
+          }
+          ++n, ++i;
+        }
+        const detail::WireHeader h{id_, static_cast<std::uint16_t>(J), n};
+        std::memcpy(header.data(), &h, sizeof h);
+        std::function<void()> done;
+        if (payload.size() > remote.large) {
+          if (from_hold) {
+            hold->refs.fetch_add(1, std::memory_order_relaxed);  // the caller holds one: no release races
+            done = [hold] { hold->release(); };
+          } else {
+            done = [owned] {};
+          }
+        }
+        remote.send(dest, std::as_bytes(std::span<const char>(header)), payload, std::move(done));
       }
     }
   }
 
-  /// The receiving side of send_remote: unpacks and delivers here.
-  template <std::size_t J>
-  void deliver_wire(std::span<const std::byte> key, std::span<const std::byte> value) {
+  /// A value for a key owned by process `dest`.
+  template <std::size_t J, class Src>
+  void send_one(int dest, const KS& key, Src&& src) {
     using V = InV<J>;
-    if constexpr (!detail::wire<KS>::ok || !(detail::wire<V>::ok || !kData<J>)) {
-      throw error("weft::flow: '" + name_ + "': a message for a type that cannot cross processes");
+    const std::span<const KS> keys(&key, 1);
+    if constexpr (!kData<J>) {
+      send_remote<J>(dest, keys, nullptr, nullptr);
+    } else if constexpr (std::is_same_v<std::remove_cvref_t<Src>, detail::Shared<V>*>) {
+      struct Release {
+        detail::Shared<V>* s;
+        ~Release() { s->release(); }
+      } release{src};
+      send_remote<J>(dest, keys, &src->value, src);
+    } else if constexpr (std::is_same_v<std::remove_cvref_t<Src>, V>) {
+      send_remote<J>(dest, keys, &std::as_const(src), nullptr);
     } else {
-      constexpr std::size_t vsize = kData<J> ? detail::wire<V>::size : 0;
-      if (key.size() != detail::wire<KS>::size || value.size() != vsize)
-        throw error("weft::flow: '" + name_ + "', input " + std::to_string(J) +
-                    ": a message from another process does not match the key and value types (different graphs?)");
-      const KS k = detail::wire<KS>::unpack(key.data());
-      if constexpr (!kData<J>)
-        deliver_here<J>(k, detail::Void{});
-      else
-        deliver_here<J>(k, detail::wire<V>::unpack(value.data()));
+      const V v(std::forward<Src>(src));  // a seed's value of another type: converted as deliver_here would
+      send_remote<J>(dest, keys, &v, nullptr);
+    }
+  }
+
+  /// A broadcast of `s->value` to `keys` (the caller holds a reference to s): the keys owned here share s, the
+  /// others get one message per owner.
+  template <std::size_t J>
+  static void scatter_in(void* self, std::span<const KS> keys, detail::Shared<InV<J>>* s) {
+    TT& tt = *static_cast<TT*>(self);
+    const int me = tt.graph_->remote->rank;
+    std::vector<std::pair<int, std::uint32_t>> by_owner;  // (owner, index): stable by index within an owner
+    by_owner.reserve(keys.size());
+    for (std::uint32_t i = 0; i < keys.size(); ++i) by_owner.emplace_back(tt.owner_of(keys[i]), i);
+    std::sort(by_owner.begin(), by_owner.end());
+    std::vector<KS> group;
+    for (std::size_t a = 0; a < by_owner.size();) {
+      const int owner = by_owner[a].first;
+      std::size_t b = a;
+      while (b < by_owner.size() && by_owner[b].first == owner) ++b;
+      if (owner == me) {
+        for (std::size_t i = a; i < b; ++i) {
+          const KS& k = keys[by_owner[i].second];
+          if constexpr (!kData<J>) {
+            tt.template deliver_here<J>(k, detail::Void{});
+          } else if constexpr (detail::cheap_v<InV<J>>) {
+            tt.template deliver_here<J>(k, std::as_const(s->value));
+          } else {
+            s->refs.fetch_add(1, std::memory_order_relaxed);  // the caller's reference keeps s alive meanwhile
+            tt.template deliver_here<J>(k, s);
+          }
+        }
+      } else {
+        group.clear();
+        for (std::size_t i = a; i < b; ++i) group.push_back(keys[by_owner[i].second]);
+        if constexpr (!kData<J>)
+          tt.template send_remote<J>(owner, group, nullptr, nullptr);
+        else
+          tt.template send_remote<J>(owner, group, &s->value, s);
+      }
+      a = b;
+    }
+  }
+
+  /// place_remote for input J: a large fixed value goes straight into a shared copy for its keys.
+  template <std::size_t J>
+  std::span<std::byte> place_input(const detail::WireHeader& h, std::size_t size, void*& handle) {
+    using V = InV<J>;
+    if constexpr (kData<J> && kTransferable<J> && !detail::cheap_v<V>) {
+      if constexpr (std::is_trivially_copyable_v<V>) {
+        if (size != sizeof(V)) wrong_message<J>();
+        auto* s = new detail::Shared<V>(h.keys, typename detail::Shared<V>::Raw{});
+        handle = s;
+        return {reinterpret_cast<std::byte*>(&s->value), sizeof(V)};
+      }
+    }
+    (void)h, (void)size, (void)handle;
+    return {};
+  }
+
+  template <std::size_t J>
+  [[noreturn]] void wrong_message() const {
+    throw error("weft::flow: '" + name_ + "', input " + std::to_string(J) +
+                ": a message from another process does not match the key and value types (different graphs?)");
+  }
+
+  /// deliver_remote for input J.
+  template <std::size_t J>
+  void deliver_input(const detail::WireHeader& h, std::span<const std::byte> key_bytes,
+                     std::span<const std::byte> value, void* handle) {
+    using V = InV<J>;
+    if constexpr (!kTransferable<J>) {
+      (void)h, (void)key_bytes, (void)value, (void)handle;
+      throw error("weft::flow: '" + name_ + "', input " + std::to_string(J) +
+                  ": a message from another process for a type that cannot cross processes (different programs?)");
+    } else {
+      detail::WireReader keys(key_bytes);
+      if (h.keys == 0) wrong_message<J>();
+      if constexpr (!kData<J>) {
+        if (!value.empty()) wrong_message<J>();
+        for (std::uint16_t i = 0; i < h.keys; ++i) deliver_here<J>(detail::read_key<KS>(keys), detail::Void{});
+      } else if constexpr (detail::cheap_v<V>) {
+        if (value.size() != sizeof(V)) wrong_message<J>();
+        alignas(V) unsigned char buf[sizeof(V)];
+        const V& v = *detail::Codec<V>::unpack_to(buf, value.data());
+        for (std::uint16_t i = 0; i < h.keys; ++i) deliver_here<J>(detail::read_key<KS>(keys), v);
+      } else {
+        // One shared copy for the keys (each delivery takes one reference): placed by place_input, or built here.
+        detail::Shared<V>* s = static_cast<detail::Shared<V>*>(handle);
+        if (!s) {
+          if constexpr (detail::Codec<V>::kind == detail::WireKind::fixed) {
+            if (value.size() != detail::Codec<V>::size) wrong_message<J>();
+            if constexpr (std::is_trivially_copyable_v<V>) {
+              s = new detail::Shared<V>(h.keys, typename detail::Shared<V>::Raw{});
+              std::memcpy(static_cast<void*>(&s->value), value.data(), sizeof(V));
+            } else {
+              alignas(V) unsigned char buf[sizeof(V)];
+              V* v = detail::Codec<V>::unpack_to(buf, value.data());
+              s = new detail::Shared<V>(h.keys, std::move(*v));
+              v->~V();
+            }
+          } else {
+            s = new detail::Shared<V>(h.keys, detail::Codec<V>::decode(value));
+          }
+        }
+        std::uint16_t given = 0;
+        struct Unused {  // references not handed to a delivery (a key that failed to decode or deliver)
+          detail::Shared<V>* s;
+          std::uint16_t& given;
+          std::uint16_t n;
+          ~Unused() {
+            for (std::uint16_t i = given; i < n; ++i) s->release();
+          }
+        } unused{s, given, h.keys};
+        for (std::uint16_t i = 0; i < h.keys; ++i) {
+          KS k = detail::read_key<KS>(keys);
+          ++given;  // deliver_here takes the reference, also when it throws
+          deliver_here<J>(k, s);
+        }
+      }
+      if (keys.left() != 0) wrong_message<J>();
     }
   }
 
@@ -536,6 +735,9 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       tt.call(*r, std::index_sequence_for<In...>{});
     } catch (...) {
       tt.graph_->failed.store(true, std::memory_order_relaxed);
+      if (tt.graph_->remote) [[unlikely]]  // the other processes would wait for this one: end the job
+        tt.graph_->remote->fail("weft::flow: the task of '" + tt.name_ + "', key " + detail::key_string(r->key) +
+                                ", threw " + detail::describe_current_exception());
       throw;
     }
   }
