@@ -3,6 +3,9 @@
 #                 within 10 s of the death (measured from the time rank 1 wrote just before dying, so that a
 #                 slow start on a loaded machine does not count).
 #   -DMODE=abort  rank 1 calls abort_job: the job must end with a failure status and the rank-tagged line.
+#   -DMODE=flowkill   as kill, but rank 1 dies inside a flow task, mid-graph, while rank 0 is in fence().
+#   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
+#                     rank 1, the task, its key and the exception.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
 string(REPLACE "|" ";" cmd "${CMD}")
 string(REPLACE "|" ";" env "${ENV}")
@@ -14,8 +17,14 @@ if(MODE STREQUAL "kill")
 elseif(MODE STREQUAL "abort")
   list(APPEND env "WEFT_TEST_ABORT=1")
   list(APPEND cmd "--gtest_filter=Failure.AbortJobEndsJob")
+elseif(MODE STREQUAL "flowkill")
+  list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
+  list(APPEND cmd "--gtest_filter=FlowFailure.KilledRankMidGraph")
+elseif(MODE STREQUAL "flowthrow")
+  list(APPEND env "WEFT_TEST_THROW=1")
+  list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
 else()
-  message(FATAL_ERROR "MODE=${MODE}: expected kill or abort")
+  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill or flowthrow")
 endif()
 # The hang guard: far above the 10 s bound; the surviving rank gives up by itself after 60 s.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -32,7 +41,7 @@ endif()
 if(err MATCHES "mpirun did not end the job")
   message(FATAL_ERROR "a surviving rank was not ended by mpirun: ${shown}\n${log}")
 endif()
-if(MODE STREQUAL "kill")
+if(MODE MATCHES "kill")
   if(NOT EXISTS "${stamp}")
     message(FATAL_ERROR "rank 1 never reached the point of its death (status ${rc}): ${shown}\n${log}")
   endif()
@@ -44,6 +53,11 @@ if(MODE STREQUAL "kill")
   endif()
   message(STATUS "job ended with status ${rc}, ${elapsed} s after rank 1 was killed")
   file(REMOVE "${stamp}")
+elseif(MODE STREQUAL "flowthrow")
+  if(NOT err MATCHES "weft: rank 1: weft::flow: the task of 'boom', key 7, threw an exception: deliberate failure in a task")
+    message(FATAL_ERROR "no rank-tagged line naming the task that threw: ${shown}\n${log}")
+  endif()
+  message(STATUS "job ended with status ${rc} after a task threw on rank 1")
 else()
   if(NOT err MATCHES "weft: rank 1: deliberate abort from the test")
     message(FATAL_ERROR "no rank-tagged line from abort_job: ${shown}\n${log}")
