@@ -273,6 +273,11 @@ TerminationStats TerminationDetector::stats() const noexcept {
   s.waves = waves_.load(std::memory_order_relaxed);
   s.early_messages = early_count_.load(std::memory_order_relaxed);
   s.control_messages = control_count_.load(std::memory_order_relaxed);
+  s.epoch = epoch_.load(std::memory_order_acquire);
+  s.terminated = terminated_.load(std::memory_order_acquire);
+  s.epoch_sent = sent_[s.epoch & 1].load(std::memory_order_relaxed);
+  s.epoch_received = received_[s.epoch & 1].load(std::memory_order_relaxed);
+  s.active = active_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -61,6 +61,10 @@ struct TerminationStats {
   std::uint64_t waves = 0;           ///< waves this rank started (rank 0 only)
   std::uint64_t early_messages = 0;  ///< basic messages that arrived before this rank began their epoch
   std::uint64_t control_messages = 0;  ///< control messages this rank received
+  std::uint32_t epoch = 0;             ///< the epoch this rank is in
+  std::uint32_t terminated = 0;        ///< the last epoch this rank knows has terminated
+  std::uint64_t epoch_sent = 0, epoch_received = 0;  ///< basic messages of `epoch` sent and received here
+  bool active = false;                 ///< this rank's flag in `epoch`
 };
 
 class TerminationDetector {

@@ -31,6 +31,22 @@ unsigned long long parse_integer(const char* name, const char* text, unsigned lo
   return v;
 }
 
+// Parses a decimal number of seconds in [0, hi] (e.g. "30", "0.5"); anything else is a config_error.
+double parse_seconds(const char* name, const char* text, double hi) {
+  std::string s(text);
+  char* end = nullptr;
+  errno = 0;
+  const double v = s.empty() ? -1 : std::strtod(s.c_str(), &end);
+  // (strtod also takes blanks, signs, hexadecimal, "inf" and "nan": only digits and one point are seconds.)
+  if (s.empty() || s.find_first_not_of("0123456789.") != std::string::npos || errno != 0 || *end != '\0' ||
+      !(v >= 0 && v <= hi))
+    throw config_error(std::string("weft: ") + name + "='" + s + "' is invalid: expected a number of seconds from 0 to " +
+                       std::to_string(static_cast<long long>(hi)));
+  return v;
+}
+
+constexpr double kMaxWatchdog = 1e6;
+
 }  // namespace
 
 Options Options::from_environment() {
@@ -82,6 +98,7 @@ Options Options::from_environment() {
   }
   if (const char* v = std::getenv("WEFT_TRACE_BUFFER"))
     o.profile.trace_buffer = static_cast<std::size_t>(parse_integer("WEFT_TRACE_BUFFER", v, 1, kMaxTraceBuffer));
+  if (const char* v = std::getenv("WEFT_WATCHDOG")) o.watchdog_seconds = parse_seconds("WEFT_WATCHDOG", v, kMaxWatchdog);
   return o;
 }
 
@@ -92,6 +109,9 @@ void Options::validate() const {
   if (max_tasks < 1 || max_tasks > kMaxMaxTasks)
     throw config_error("weft: Options::max_tasks=" + std::to_string(max_tasks) + " is invalid: expected 1 to " +
                        std::to_string(kMaxMaxTasks));
+  if (!(watchdog_seconds >= 0 && watchdog_seconds <= kMaxWatchdog))
+    throw config_error("weft: Options::watchdog_seconds=" + std::to_string(watchdog_seconds) +
+                       " is invalid: expected 0 (off) to " + std::to_string(static_cast<long long>(kMaxWatchdog)));
   if (profile.trace_buffer < 1 || profile.trace_buffer > kMaxTraceBuffer)
     throw config_error("weft: Options::profile.trace_buffer=" + std::to_string(profile.trace_buffer) +
                        " is invalid: expected 1 to " + std::to_string(kMaxTraceBuffer));

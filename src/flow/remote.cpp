@@ -35,11 +35,14 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <thread>
+#include <utility>
 #include <unordered_map>
 
 #include "comm/mpi_env.hpp"
@@ -80,6 +83,12 @@ class Remote final : public RemoteBase {
     large = transport_.config().rendezvous_threshold;
     kind_ = td_.register_kind(graph_signature(g), {.deliver = [this](const comm::Message& m) { on_message(m); },
                                                   .place = [this](const comm::Message& m) { return on_place(m); }});
+    // The watchdog's request for this rank's view (not counted: it is no work of the graph).
+    dump_kind_ = transport_.register_kind("weft.flow.watchdog", {.deliver = [this](const comm::Message& m) {
+                                            std::fprintf(stderr, "%s (asked by rank %d)\n", view().c_str(),
+                                                         m.source());
+                                          }});
+    watchdog_ = g.rt->options().watchdog_seconds;
     try {
       transport_.check_consistency();
     } catch (const comm::comm_error& e) {
@@ -94,6 +103,7 @@ class Remote final : public RemoteBase {
       td_.counted_send(dest, kind_, header, payload, std::move(done));
     else
       td_.counted_send(dest, kind_, header, payload);
+    progress_.fetch_add(1, std::memory_order_relaxed);
   }
 
   [[noreturn]] void fail(const std::string& what) noexcept override { comm::abort_job(what); }
@@ -104,6 +114,9 @@ class Remote final : public RemoteBase {
     wd::Engine& engine = *w.engine;
     const std::uint32_t e = td_.begin_epoch();  // active
     active_.store(true, std::memory_order_relaxed);
+    root_.store(root, std::memory_order_release);
+    last_progress_ = {~std::uint64_t{0}, -1};
+    last_change_ = std::chrono::steady_clock::now();
     running_.store(true, std::memory_order_release);
     engine.attach_progress(&source_);
     struct Detach {
@@ -122,6 +135,7 @@ class Remote final : public RemoteBase {
     while (transport_.outstanding() != 0)
       if (transport_.poll() == 0) std::this_thread::yield();
     running_.store(false, std::memory_order_release);
+    root_.store(nullptr, std::memory_order_release);
     if (seed_error) std::rethrow_exception(seed_error);
   }
 
@@ -130,6 +144,8 @@ class Remote final : public RemoteBase {
   // it has no task left (see the top of this file).
   bool quiet(wd::Worker& w, wd::Task* root, std::uint32_t e) {
     if (td_.terminated(e)) return true;
+    if (watchdog_ > 0) [[unlikely]]
+      check_progress(w, root);
     if (active_.load(std::memory_order_relaxed) && wd::unfinished_children(w, root) == 0) {
       comm::ProgressToken& token = comm::MpiEnv::get().token();
       if (token.try_acquire()) {
@@ -141,6 +157,53 @@ class Remote final : public RemoteBase {
       }
     }
     return false;
+  }
+
+  // --- the watchdog (Options::watchdog_seconds) ------------------------------------------------------------------
+  // Progress, as this rank sees it: messages of the graph sent or received, tasks of the graph finished. A fence
+  // that sees none of it for watchdog_ seconds asks every other rank for its view, prints its own, gives the
+  // others a moment to print theirs, and ends the job.
+  void check_progress(wd::Worker& w, wd::Task* root) {
+    const std::pair<std::uint64_t, std::int64_t> now_at{progress_.load(std::memory_order_relaxed),
+                                                        wd::unfinished_children(w, root)};
+    const auto now = std::chrono::steady_clock::now();
+    if (now_at != last_progress_) {
+      last_progress_ = now_at;
+      last_change_ = now;
+      return;
+    }
+    if (std::chrono::duration<double>(now - last_change_).count() < watchdog_) return;
+    std::fprintf(stderr, "%s\n", view().c_str());
+    for (int r = 0; r < size; ++r)
+      if (r != rank) transport_.send(r, dump_kind_, {}, {});
+    const auto grace = now + std::chrono::seconds(1);  // the others print while this rank keeps progressing
+    while (std::chrono::steady_clock::now() < grace)
+      if (transport_.poll() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    char what[160];
+    std::snprintf(what, sizeof what,
+                  "weft::flow: watchdog: no progress on this rank for %g s in fence() (WEFT_WATCHDOG); every "
+                  "rank's view is printed above",
+                  watchdog_);
+    comm::abort_job(what);
+  }
+
+  /// This rank's view of the graph's execution, one line.
+  std::string view() {
+    const comm::TerminationStats d = td_.stats();
+    std::string s = "weft: rank " + std::to_string(rank) + ": watchdog view: epoch " + std::to_string(d.epoch) +
+                    (d.terminated >= d.epoch ? " (terminated)" : d.active ? " (active)" : " (passive)");
+    wd::Task* root = root_.load(std::memory_order_acquire);
+    if (root && wd::tls_worker)
+      s += ", tasks unfinished (at most) " + std::to_string(wd::unfinished_children(*wd::tls_worker, root));
+    else
+      s += ", not in a fence";
+    std::size_t pending = 0;
+    for (const auto& t : g_.tts) pending += t->pending();
+    s += ", tasks waiting for inputs " + std::to_string(pending) + ", messages of this epoch sent " +
+         std::to_string(d.epoch_sent) + " received " + std::to_string(d.epoch_received) +
+         ", operations outstanding " + std::to_string(transport_.outstanding()) + ", messages held for a later epoch " +
+         std::to_string(d.early_messages) + " (so far), termination waves " + std::to_string(d.waves);
+    return s;
   }
 
   static WireHeader header_of(const comm::Message& m, const GraphState& g) {
@@ -174,6 +237,7 @@ class Remote final : public RemoteBase {
 
   // Handler (under the progress token, on a worker executing the graph: only they poll during a fence).
   void on_message(const comm::Message& m) {
+    progress_.fetch_add(1, std::memory_order_relaxed);
     active_.store(true, std::memory_order_relaxed);
     td_.set_active();
     try {
@@ -220,6 +284,13 @@ class Remote final : public RemoteBase {
     std::unique_ptr<std::byte[]> bytes;  // or a buffer of ours
   };
   std::unordered_map<const std::byte*, Placed> placed_;  // under the progress token
+  // The watchdog.
+  comm::Kind dump_kind_ = 0;
+  double watchdog_ = 0;
+  std::atomic<std::uint64_t> progress_{0};  // messages of the graph sent and received here
+  std::atomic<wd::Task*> root_{nullptr};    // the fence's root task, while one runs
+  std::pair<std::uint64_t, std::int64_t> last_progress_{};  // on the fence's waiting worker only
+  std::chrono::steady_clock::time_point last_change_{};
 };
 
 /// The job has several processes: MPI already says so, or the launcher's environment does (so that a program

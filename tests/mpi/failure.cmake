@@ -4,6 +4,8 @@
 #                 slow start on a loaded machine does not count).
 #   -DMODE=abort  rank 1 calls abort_job: the job must end with a failure status and the rank-tagged line.
 #   -DMODE=flowkill   as kill, but rank 1 dies inside a flow task, mid-graph, while rank 0 is in fence().
+#   -DMODE=watchdog   a flow task blocks on rank 1 with a 2 s watchdog: the job must end with a failure status,
+#                     every rank's view and the watchdog's line.
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
@@ -20,11 +22,14 @@ elseif(MODE STREQUAL "abort")
 elseif(MODE STREQUAL "flowkill")
   list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
   list(APPEND cmd "--gtest_filter=FlowFailure.KilledRankMidGraph")
+elseif(MODE STREQUAL "watchdog")
+  list(APPEND env "WEFT_TEST_WATCHDOG=1")
+  list(APPEND cmd "--gtest_filter=FlowFailure.WatchdogEndsAStuckJob")
 elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
 else()
-  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill or flowthrow")
+  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowthrow or watchdog")
 endif()
 # The hang guard: far above the 10 s bound; the surviving rank gives up by itself after 60 s.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -53,6 +58,14 @@ if(MODE MATCHES "kill")
   endif()
   message(STATUS "job ended with status ${rc}, ${elapsed} s after rank 1 was killed")
   file(REMOVE "${stamp}")
+elseif(MODE STREQUAL "watchdog")
+  foreach(line "weft: rank 0: watchdog view: epoch 1" "weft: rank 1: watchdog view: epoch 1"
+               "watchdog: no progress on this rank for 2 s")
+    if(NOT err MATCHES "${line}")
+      message(FATAL_ERROR "no '${line}' in the output: ${shown}\n${log}")
+    endif()
+  endforeach()
+  message(STATUS "job ended with status ${rc} after the watchdog fired")
 elseif(MODE STREQUAL "flowthrow")
   if(NOT err MATCHES "weft: rank 1: weft::flow: the task of 'boom', key 7, threw an exception: deliberate failure in a task")
     message(FATAL_ERROR "no rank-tagged line naming the task that threw: ${shown}\n${log}")

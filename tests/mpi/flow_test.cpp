@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -378,6 +380,28 @@ TEST(FlowFailure, TaskThrowsOnRank1) {
   if (world_rank() == 0) t->invoke(0, 0);
   g.fence();  // never returns: rank 1 ends the job
   std::fprintf(stderr, "weft: rank %d: the fence returned after a task failed on rank 1\n", world_rank());
+  std::_Exit(3);
+}
+
+// A job that makes no progress: a task on rank 1 blocks (far longer than the watchdog's 2 s) while rank 0 waits
+// in its fence. The watchdog prints every rank's view (rank 1's from its other worker) and ends the job.
+TEST(FlowFailure, WatchdogEndsAStuckJob) {
+  if (!std::getenv("WEFT_TEST_WATCHDOG")) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
+  weft::Options o = options(2);
+  o.watchdog_seconds = 2;
+  weft::Runtime rt(o);
+  weft::flow::Edge<int, int> e("e");
+  auto t = weft::flow::make_tt<int>(
+      [](const int& k, int v, auto& out) {
+        if (k == 5) std::this_thread::sleep_for(std::chrono::seconds(60));
+        weft::flow::send<0>(k + 1, v, out);
+      },
+      weft::flow::edges(e), weft::flow::edges(e), "stuck");
+  t->set_keymap([](const int& k) { return k % 2; });
+  auto g = weft::flow::graph(rt, t);
+  if (world_rank() == 0) t->invoke(0, 0);
+  g.fence();
+  std::fprintf(stderr, "weft: rank %d: the fence returned although a task never ended\n", world_rank());
   std::_Exit(3);
 }
 

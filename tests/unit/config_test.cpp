@@ -15,7 +15,8 @@ using namespace weft_test;
 
 namespace {
 
-const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR"};
+const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR",
+                             "WEFT_WATCHDOG"};
 
 class Config : public testing::Test {
  protected:
@@ -130,6 +131,20 @@ TEST_F(Config, EmptyValuesAreRejected) {
 TEST_F(Config, BadImmediateSuccessor) {
   expect_env_error("WEFT_IMMEDIATE_SUCCESSOR", "2");
   expect_env_error("WEFT_IMMEDIATE_SUCCESSOR", "yes please");
+}
+
+TEST_F(Config, Watchdog) {
+  EXPECT_EQ(weft::Options::from_environment().watchdog_seconds, 0.0);  // off by default
+  ::setenv("WEFT_WATCHDOG", "30", 1);
+  EXPECT_EQ(weft::Options::from_environment().watchdog_seconds, 30.0);
+  ::setenv("WEFT_WATCHDOG", "0.5", 1);
+  EXPECT_EQ(weft::Options::from_environment().watchdog_seconds, 0.5);
+  ::setenv("WEFT_WATCHDOG", "0", 1);
+  EXPECT_EQ(weft::Options::from_environment().watchdog_seconds, 0.0);
+  for (const char* bad : {"-1", "soon", "10s", "nan", "inf", "1e9", "0x10", " 5"}) expect_env_error("WEFT_WATCHDOG", bad);
+  weft::Options o;
+  o.watchdog_seconds = -1;
+  EXPECT_THROW(o.validate(), weft::config_error);
 }
 
 TEST_F(Config, ValidateRejectsOutOfRange) {
