@@ -217,6 +217,13 @@ void broadcastk(const Keys& keys, std::tuple<O...>& out) {
   std::get<I>(out).put_many(keys, detail::Void{});
 }
 
+/// The processes a graph built now runs on: the MPI job's size when weft is built with MPI and the program was
+/// launched on several ranks (mpirun -np N), else 1. May initialise MPI (as graph() would). For keymaps:
+/// `tt->set_keymap([n = weft::flow::num_processes()](const Key& k) { ... % n; })`.
+int num_processes();
+/// This process's rank among num_processes() (0 on one process).
+int process_id();
+
 /// Executes a set of connected template tasks (see "Graph and runtime" at the top of this file). Made by
 /// graph(...); movable, not copyable.
 class GraphBase {

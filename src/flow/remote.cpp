@@ -312,6 +312,16 @@ bool several_processes() {
 
 }  // namespace
 
+std::pair<int, int> processes() {
+  if (!several_processes()) return {1, 0};
+  try {
+    const comm::MpiEnv& env = comm::MpiEnv::get();
+    return {env.size(), env.rank()};
+  } catch (const comm::comm_error& e) {
+    throw error(std::string("weft::flow: cannot run across processes: ") + e.what());
+  }
+}
+
 std::unique_ptr<RemoteBase> make_remote(GraphState& g) {
   if (!several_processes()) return nullptr;
   try {
@@ -330,8 +340,14 @@ void execute_distributed(RemoteBase& r, weft::Context& cx, void (*seeds)(void*),
 #else  // without MPI: always one process
 
 namespace weft::flow::detail {
+std::pair<int, int> processes() { return {1, 0}; }
 std::unique_ptr<RemoteBase> make_remote(GraphState&) { return nullptr; }
 void execute_distributed(RemoteBase&, weft::Context&, void (*)(void*), void*) {}
 }  // namespace weft::flow::detail
 
 #endif
+
+namespace weft::flow {
+int num_processes() { return detail::processes().first; }
+int process_id() { return detail::processes().second; }
+}  // namespace weft::flow

@@ -2,10 +2,14 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "weft/flow.hpp"
 
 namespace weft::flow::detail {
+
+/// {number of processes, this process's rank} of the graphs built now: {1, 0} unless several_processes().
+std::pair<int, int> processes();
 
 /// The distributed side of graph g, or null when the program runs as one process (weft built without MPI, or
 /// not launched on several ranks): then the graph is exactly the single-process one. Collective over the ranks
