@@ -37,7 +37,12 @@ std::string to_text(const Profile& p) {
   std::string o;
   if (!p.valid) return "weft profile: none (profiling off, or no run has ended)\n";
   const double wall = p.wall_seconds, all = wall * static_cast<double>(p.workers.size());
-  appendf(o, "weft profile: run %llu, %zu worker%s, %.6f s wall\n", static_cast<ull>(p.run), p.workers.size(),
+  o += "weft profile: ";
+  if (p.ranks > 1)
+    appendf(o, "rank %d of %d, ", p.rank, p.ranks);
+  else if (p.ranks == 0)
+    appendf(o, "rank %d, ", p.rank);
+  appendf(o, "run %llu, %zu worker%s, %.6f s wall\n", static_cast<ull>(p.run), p.workers.size(),
           p.workers.size() == 1 ? "" : "s", wall);
   o += "  worker       work s  work%  overhead s  ovhd%      idle s  idle%    created   executed   stolen  "
        "imm.succ  stalls\n";
@@ -112,8 +117,8 @@ std::string to_json(const Profile& p) {
     appendf(o, ", \"tag\": %llu, \"begin_s\": %.9f, \"seconds\": %.9f}", static_cast<ull>(ph.tag), ph.begin_seconds,
             ph.seconds);
   }
-  appendf(o, "], \"trace_events\": %llu, \"trace_truncated\": %s}", static_cast<ull>(p.trace_events),
-          p.trace_truncated ? "true" : "false");
+  appendf(o, "], \"trace_events\": %llu, \"trace_truncated\": %s, \"rank\": %d, \"ranks\": %d}",
+          static_cast<ull>(p.trace_events), p.trace_truncated ? "true" : "false", p.rank, p.ranks);
   return o;
 }
 

@@ -131,6 +131,7 @@ class Recorder {
   Engine& engine_;
   Clock clock_;
   Ticks origin_;
+  ProcessRank rank_;  ///< this process's place in a job (the trace's pid, the profile's rank)
   bool print_;
   bool edges_;
   std::vector<std::unique_ptr<Log>> logs_;
