@@ -34,7 +34,8 @@
 //             before it notices it, are clipped).
 // Tasks run inline while a body waits (taskwait, throttling) count as their own work, not the waiter's.
 //
-// Profile file: {"weft_profile": 1, "rank": R, "ranks": N, "runs": [to_json(run), ...]}.
+// Profile file: {"weft_profile": 1, "rank": R, "ranks": N, "runs": [to_json(run), ...]}; a run's "counters"
+// holds its CounterSections as {"section": {"counter": value}} (a name ending in "_s" is seconds).
 //
 // Trace file (Chrome trace-event JSON; open it in https://ui.perfetto.dev or chrome://tracing):
 //   * the process: pid = rank + 1 (1 for a single process), named "weft", or "rank R" in a job of several.
@@ -81,6 +82,23 @@ struct LabelProfile {
   double max_seconds = 0;
 };
 
+/// One counter of a component that registered a section of counters with the profile (e.g. the MPI
+/// transport's "messages_sent"). In a Profile: its change during the run.
+struct Counter {
+  std::string name;
+  bool is_time = false;      ///< a duration in seconds (`seconds`), not a count (`count`)
+  std::uint64_t count = 0;
+  double seconds = 0;
+};
+
+/// A component's counters, e.g. "transport" (messages and bytes sent and received, time in poll()) or
+/// "termination" (the distributed termination detector's waves and control messages). Counters of several
+/// instances of one component (two transports) are summed by name.
+struct CounterSection {
+  std::string name;
+  std::vector<Counter> counters;
+};
+
 /// A span a front end reported (e.g. recording or replaying iteration `tag` of a persistent task graph).
 struct PhaseProfile {
   std::string name;
@@ -106,6 +124,10 @@ struct Profile {
   std::vector<PhaseProfile> phases;      ///< by begin time; empty unless a front end reports phases
   std::uint64_t trace_events = 0;        ///< events recorded in the trace buffers during this run
   bool trace_truncated = false;          ///< a trace buffer filled up (during this run or before)
+  /// What registered components counted during this run (e.g. communication between ranks), by the order
+  /// in which their sections first appeared in the process; empty when none ever registered. A component
+  /// destroyed during the run still counts: its last values are kept (see src/trace/counters.hpp).
+  std::vector<CounterSection> counters;
   int rank = 0;   ///< this process's rank (process_rank()); 0 for a single process
   int ranks = 1;  ///< processes in the job (process_rank().size; 0: several, the launcher did not say how many)
 };

@@ -278,6 +278,7 @@ void Recorder::buffer_full(const Log& l) {
 void Recorder::begin_run(Worker& w0) {
   // Background workers are outside any run here (end_run waited for them), so their logs and counters can
   // be read and reset; the engine's release of `running` publishes the reset to them.
+  counters_at_begin_ = sample_counters();  // before the run's clock starts: sources may take a while
   const Ticks now = clock_.now();
   run_begin_ = now;
   for (std::size_t i = 0; i < logs_.size(); ++i) {
@@ -382,6 +383,7 @@ Profile Recorder::build_profile(Ticks begin, Ticks end) {
   std::stable_sort(p.phases.begin(), p.phases.end(),
                    [](const PhaseProfile& a, const PhaseProfile& b) { return a.begin_seconds < b.begin_seconds; });
   p.trace_truncated = stopped();
+  p.counters = counter_delta(counters_at_begin_, sample_counters());
   p.rank = rank_.rank;
   p.ranks = rank_.size;
   return p;

@@ -18,6 +18,7 @@
 
 #include "engine/engine.hpp"
 #include "trace/clock.hpp"
+#include "trace/counters.hpp"
 #include "weft/profile.hpp"
 
 namespace weft::detail::trace {
@@ -137,6 +138,7 @@ class Recorder {
   std::vector<std::unique_ptr<Log>> logs_;
   std::vector<Counters> at_begin_;
   std::vector<std::size_t> events_at_begin_;
+  std::vector<CounterSection> counters_at_begin_;  ///< the registered components' totals (counters.hpp)
   Ticks run_begin_ = 0;
   std::uint64_t runs_ = 0;
   std::atomic<std::uint32_t> next_id_{1};
