@@ -15,7 +15,10 @@
 //   WEFT_TRACE_EDGES=1        also record dependency edges (flow arrows in the trace)
 //   WEFT_TRACE_BUFFER=N       trace events per worker (default 2^20, preallocated; tracing stops, with one
 //                             warning, when a worker's buffer is full)
-// `tools/weft-gantt FILE.json -o out.png` draws a trace as a Gantt chart (rows = workers, colour = label).
+// In a job of several processes (MPI ranks, see process_rank()), the files of WEFT_PROFILE=json:FILE and
+// WEFT_TRACE=FILE are per rank: FILE.json -> FILE.r<rank>.json on every rank (rank_file_name()).
+// `tools/weft-gantt FILE.json -o out.png` draws a trace as a Gantt chart (rows = workers, colour = label);
+// given the ranks' files, one group of rows per rank.
 //
 // Time breakdown (paper 003, section 2.3.1), per worker, over the wall time of the run:
 //   work      inside task bodies: from the body's first instruction to its return, minus the time the body
@@ -31,8 +34,12 @@
 //             before it notices it, are clipped).
 // Tasks run inline while a body waits (taskwait, throttling) count as their own work, not the waiter's.
 //
+// Profile file: {"weft_profile": 1, "rank": R, "ranks": N, "runs": [to_json(run), ...]}; a run's "counters"
+// holds its CounterSections as {"section": {"counter": value}} (a name ending in "_s" is seconds).
+//
 // Trace file (Chrome trace-event JSON; open it in https://ui.perfetto.dev or chrome://tracing):
-//   * one track per worker (pid 1, tid = worker index): one complete event ("ph":"X", "cat":"task") per
+//   * the process: pid = rank + 1 (1 for a single process), named "weft", or "rank R" in a job of several.
+//   * one track per worker (tid = worker index): one complete event ("ph":"X", "cat":"task") per
 //     executed task body, name = its weft::label or "task", args {id, priority, tag}; the root function of
 //     each run is an X event of cat "root". A span contains another on the same track only when the inner
 //     task ran inline while the outer one waited; spans on one track never partially overlap.
@@ -41,7 +48,8 @@
 //   * runs and front-end phases (e.g. recording / replaying an iteration) as async events (cat "run",
 //     "phase"); with WEFT_TRACE_EDGES=1, flow events ("s"/"f", cat "dep") from each predecessor's span to
 //     its successor's (edges through weft's internal join nodes are drawn to the tasks behind them).
-//   * "otherData": {"weft_trace": 1, "workers": N, "truncated": bool, "dropped_after_us": t}.
+//   * "otherData": {"weft_trace": 1, "workers": N, "rank": R, "ranks": N, "origin_unix_ns": wall-clock time of
+//     ts 0 (lines up the traces of several ranks), "truncated": bool, "dropped_after_us": t}.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +82,23 @@ struct LabelProfile {
   double max_seconds = 0;
 };
 
+/// One counter of a component that registered a section of counters with the profile (e.g. the MPI
+/// transport's "messages_sent"). In a Profile: its change during the run.
+struct Counter {
+  std::string name;
+  bool is_time = false;      ///< a duration in seconds (`seconds`), not a count (`count`)
+  std::uint64_t count = 0;
+  double seconds = 0;
+};
+
+/// A component's counters, e.g. "transport" (messages and bytes sent and received, time in poll()) or
+/// "termination" (the distributed termination detector's waves and control messages). Counters of several
+/// instances of one component (two transports) are summed by name.
+struct CounterSection {
+  std::string name;
+  std::vector<Counter> counters;
+};
+
 /// A span a front end reported (e.g. recording or replaying iteration `tag` of a persistent task graph).
 struct PhaseProfile {
   std::string name;
@@ -99,7 +124,29 @@ struct Profile {
   std::vector<PhaseProfile> phases;      ///< by begin time; empty unless a front end reports phases
   std::uint64_t trace_events = 0;        ///< events recorded in the trace buffers during this run
   bool trace_truncated = false;          ///< a trace buffer filled up (during this run or before)
+  /// What registered components counted during this run (e.g. communication between ranks), by the order
+  /// in which their sections first appeared in the process; empty when none ever registered. A component
+  /// destroyed during the run still counts: its last values are kept (see src/trace/counters.hpp).
+  std::vector<CounterSection> counters;
+  int rank = 0;   ///< this process's rank (process_rank()); 0 for a single process
+  int ranks = 1;  ///< processes in the job (process_rank().size; 0: several, the launcher did not say how many)
 };
+
+/// Where this process stands in a job of several processes (an MPI job), as its launcher's environment says:
+/// OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (Open MPI), PMI_RANK / PMI_SIZE (MPICH, Intel MPI), PMIX_RANK
+/// (size unknown). Read without MPI; under MPI it is the rank in MPI_COMM_WORLD.
+struct ProcessRank {
+  int rank = 0;
+  int size = 1;  ///< 1: a single process (no launcher); 0: several, how many is unknown
+  bool several() const { return size != 1; }
+};
+ProcessRank process_rank();
+
+/// The per-rank name of a profile or trace file: unchanged for a single process; with several, ".r<rank>"
+/// before the extension of the file name ("prof.json" -> "prof.r1.json", rank 0 too: "prof.r0.json"; "trace"
+/// -> "trace.r1"). A path naming a device or a pipe (/dev/null) is kept as it is. WEFT_PROFILE=json:FILE and
+/// WEFT_TRACE=FILE go through it (Options::from_environment()); file names set in Options are used as given.
+std::string rank_file_name(const std::string& path, const ProcessRank& r = process_rank());
 
 /// The table WEFT_PROFILE=1 prints (several lines, ends with a newline).
 std::string to_text(const Profile& p);

@@ -50,13 +50,14 @@ struct ProfileOptions {
   /// Print the profile of each run to stderr when it ends. Environment: WEFT_PROFILE=1.
   bool print = false;
   /// Write the profiles as JSON to this file: {"runs": [...]}, one entry appended per run, the file valid
-  /// after each run. Environment: WEFT_PROFILE=json:FILE. The file is created anew by each Runtime: a program
-  /// with several Runtimes (a flow graph built with graph(tts...) makes its own) keeps only the last one's
-  /// runs unless each Runtime is given its own file (set this field).
+  /// after each run. Environment: WEFT_PROFILE=json:FILE (FILE.r<rank>.json in a job of several processes: see
+  /// weft::rank_file_name in profile.hpp; a name set here is used as given). The file is created anew by each
+  /// Runtime: a program with several Runtimes (a flow graph built with graph(tts...) makes its own) keeps only
+  /// the last one's runs unless each Runtime is given its own file (set this field).
   std::string json_file;
   /// Write a Chrome / Perfetto trace-event file when the Runtime is destroyed, covering every run.
-  /// Environment: WEFT_TRACE=FILE. As for json_file, each Runtime writes the whole file: with several
-  /// Runtimes, give each its own file (or build flow graphs on one Runtime: graph(rt, tts...)).
+  /// Environment: WEFT_TRACE=FILE (per rank, as json_file). As for json_file, each Runtime writes the whole
+  /// file: with several Runtimes, give each its own file (or build flow graphs on one Runtime: graph(rt, tts...)).
   std::string trace_file;
   /// Also record dependency edges (flow arrows in the trace). Environment: WEFT_TRACE_EDGES=1|0 (default 0).
   bool trace_edges = false;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "comm/mpi_env.hpp"
+#include "trace/counters.hpp"
 
 namespace weft::comm {
 
@@ -37,9 +38,18 @@ TerminationDetector::TerminationDetector(Transport& transport, const Termination
                                                                   on_control(m);
                                                                 }});
   hook_id_ = transport_.add_progress_hook([this] { return step(); });
+  // The profile's "termination" section (trace/counters.hpp).
+  counters_id_ = weft::detail::trace::add_counter_source("termination", [this](std::vector<weft::Counter>& out) {
+    const TerminationStats s = stats();
+    out.push_back(weft::Counter{"epochs", false, epoch(), 0});
+    out.push_back(weft::Counter{"waves", false, s.waves, 0});
+    out.push_back(weft::Counter{"control_messages", false, s.control_messages, 0});
+    out.push_back(weft::Counter{"early_messages", false, s.early_messages, 0});
+  });
 }
 
 TerminationDetector::~TerminationDetector() {
+  weft::detail::trace::remove_counter_source(counters_id_);
   transport_.remove_progress_hook(hook_id_);
   transport_.retire_kind(control_kind_);
   for (Kind k : kinds_) transport_.retire_kind(k);

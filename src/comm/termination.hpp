@@ -134,6 +134,7 @@ class TerminationDetector {
   std::vector<Kind> kinds_;                 // registered basic kinds (retired in the destructor)
   std::deque<std::unique_ptr<Handler>> clients_;  // the clients' handlers, at stable addresses
   std::size_t hook_id_ = 0;
+  std::uint64_t counters_id_ = 0;  // the profile's "termination" section
 
   // Written by client threads.
   std::atomic<std::uint32_t> epoch_{0};

@@ -18,6 +18,7 @@
 #include "comm/mpi_env.hpp"
 #include "comm/sync.hpp"
 #include "trace/clock.hpp"
+#include "trace/counters.hpp"
 
 namespace weft::comm {
 namespace {
@@ -170,6 +171,8 @@ struct Transport::Impl {
     ctx_.push_back(ctx);
   }
   void publish_outstanding();
+  TransportStats stats() const;
+  void append_counters(std::vector<weft::Counter>& out) const;  // the profile's "transport" section
 
   TransportConfig cfg_;
   MpiEnv& env_;
@@ -214,6 +217,7 @@ struct Transport::Impl {
       rdv_sent_{0}, rdv_recv_{0}, mpi_sent_{0}, mpi_bytes_{0}, polls_{0}, busy_polls_{0}, poll_ticks_{0};
   detail::trace::Clock clock_;
   mutable std::mutex clock_mu_;
+  std::uint64_t counters_id_ = 0;  // this transport's source of the profile's "transport" section
 };
 
 // --- construction / destruction ---------------------------------------------------------------------------
@@ -256,11 +260,17 @@ Transport::Impl::Impl(const TransportConfig& c)
       post_ring(i);
     }
   }
+  // Last: a constructor that throws leaves no source behind.
+  counters_id_ = detail::trace::add_counter_source(
+      "transport", [this](std::vector<weft::Counter>& out) { append_counters(out); });
 }
 
 Transport::Impl::~Impl() {
   // With MPI gone (the program finalised it first), no request can be completed or cancelled: only memory.
   if (MpiEnv::mpi_live()) shutdown();
+  // After the shutdown's last sends, before anything is freed: the profile keeps this transport's final counts
+  // (a run that outlives the transport still reports them).
+  detail::trace::remove_counter_source(counters_id_);
   release_memory();
 }
 
@@ -970,8 +980,27 @@ void Transport::check_consistency() {
   }
 }
 
-TransportStats Transport::stats() const {
-  const Impl& m = *impl_;
+TransportStats Transport::stats() const { return impl_->stats(); }
+
+void Transport::Impl::append_counters(std::vector<weft::Counter>& out) const {
+  const TransportStats s = stats();
+  auto count = [&](const char* name, std::uint64_t v) { out.push_back(weft::Counter{name, false, v, 0}); };
+  count("messages_sent", s.messages_sent);
+  count("bytes_sent", s.bytes_sent);
+  count("messages_received", s.messages_received);
+  count("bytes_received", s.bytes_received);
+  count("self_messages", s.self_messages);
+  count("rendezvous_sent", s.rendezvous_sent);
+  count("rendezvous_received", s.rendezvous_received);
+  count("mpi_messages_sent", s.mpi_messages_sent);
+  count("mpi_bytes_sent", s.mpi_bytes_sent);
+  count("polls", s.polls);
+  count("busy_polls", s.busy_polls);
+  out.push_back(weft::Counter{"poll_s", true, 0, s.poll_seconds});
+}
+
+TransportStats Transport::Impl::stats() const {
+  const Impl& m = *this;
   TransportStats s;
   auto ld = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   s.messages_sent = ld(m.msgs_sent_);

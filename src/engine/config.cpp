@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "weft/profile.hpp"
 #include "weft/runtime.hpp"
 
 namespace weft {
@@ -78,7 +79,7 @@ Options Options::from_environment() {
       o.profile.enabled = o.profile.print = true;
     } else if (std::strncmp(v, "json:", 5) == 0 && v[5] != '\0') {
       o.profile.enabled = true;
-      o.profile.json_file = v + 5;
+      o.profile.json_file = rank_file_name(v + 5);  // one file per rank in a job of several processes
     } else if (std::strcmp(v, "0") != 0) {
       throw config_error(std::string("weft: WEFT_PROFILE='") + v + "' is invalid: expected 1, 0 or json:FILE");
     }
@@ -86,7 +87,7 @@ Options Options::from_environment() {
   if (const char* v = std::getenv("WEFT_TRACE")) {
     // Empty is rejected as for every other variable: a script's unset file variable must not silently mean off.
     if (v[0] == '\0') throw config_error("weft: WEFT_TRACE='' is invalid: expected a file name");
-    o.profile.trace_file = v;
+    o.profile.trace_file = rank_file_name(v);
   }
   if (const char* v = std::getenv("WEFT_TRACE_EDGES")) {
     if (std::strcmp(v, "1") == 0)

@@ -13,8 +13,6 @@ namespace weft::detail::trace {
 
 namespace {
 
-constexpr int kPid = 1;
-
 // Streams the file through one buffer; throws on a write error.
 class Writer {
  public:
@@ -53,12 +51,12 @@ void append_us(std::string& out, long long ns) {
   appendf(out, "%s%llu.%03llu", neg ? "-" : "", a / 1000, a % 1000);
 }
 
-void thread_meta(Writer& w, unsigned tid, const std::string& name, unsigned sort) {
+void thread_meta(Writer& w, int pid, unsigned tid, const std::string& name, unsigned sort) {
   std::string& o = w.next();
-  appendf(o, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":", kPid, tid);
+  appendf(o, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":", pid, tid);
   append_json_string(o, name.c_str());
   o += "}},\n";
-  appendf(o, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%u}}", kPid,
+  appendf(o, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%u}}", pid,
           tid, sort);
 }
 
@@ -69,8 +67,13 @@ void Recorder::write_trace() {
   auto ns = [&](Ticks t) { return std::llround(clock_.to_ns(t)); };
   Writer w(trace_file_);
   std::string& head = w.buf();
-  appendf(head, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"weft_trace\":1,\"workers\":%zu,\"truncated\":%s", nw,
-          stopped() ? "true" : "false");
+  // The process: pid = rank + 1 (1 for a single process; Perfetto reserves pid 0 for the kernel's idle task),
+  // named "rank R" in a job of several, so that the ranks' files, merged or side by side, are distinct tracks.
+  const int pid = rank_.rank + 1;
+  appendf(head,
+          "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"weft_trace\":1,\"workers\":%zu,\"rank\":%d,\"ranks\":%d,"
+          "\"origin_unix_ns\":%lld,\"truncated\":%s",
+          nw, rank_.rank, rank_.size, static_cast<long long>(clock_.origin_unix_ns()), stopped() ? "true" : "false");
   if (stopped()) {
     head += ",\"dropped_after_us\":";
     append_us(head, ns(stopped_at_));
@@ -78,7 +81,10 @@ void Recorder::write_trace() {
   head += "},\n\"traceEvents\":[\n";
   {
     std::string& o = w.next();
-    appendf(o, "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"weft\"}}", kPid);
+    const std::string pname = rank_.several() ? "rank " + std::to_string(rank_.rank) : "weft";
+    appendf(o, "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"%s\"}},\n", pid, pname.c_str());
+    appendf(o, "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}", pid,
+            rank_.rank);
   }
 
   std::unordered_map<std::uint32_t, Span> spans;  // task id -> its span (for edges)
@@ -96,10 +102,10 @@ void Recorder::write_trace() {
       }
       const long long b = ns(e.begin), d = ns(e.end) - b;
       if ((e.kind == Kind::task || e.kind == Kind::root) && !named) {
-        thread_meta(w, tid, "worker " + std::to_string(wi), tid);
+        thread_meta(w, pid, tid, "worker " + std::to_string(wi), tid);
         named = true;
       } else if (e.kind == Kind::discovery && !dnamed) {
-        thread_meta(w, dtid, "worker " + std::to_string(wi) + " discovery", static_cast<unsigned>(nw + wi));
+        thread_meta(w, pid, dtid, "worker " + std::to_string(wi) + " discovery", static_cast<unsigned>(nw + wi));
         dnamed = true;
       }
       std::string& o = w.next();
@@ -110,7 +116,7 @@ void Recorder::write_trace() {
           o += e.kind == Kind::task ? "\"task\"" : "\"root\"";
           o += ",\"name\":";
           append_json_string(o, e.name ? e.name : (e.kind == Kind::task ? "task" : "root"));
-          appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", kPid, tid);
+          appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", pid, tid);
           append_us(o, b);
           o += ",\"dur\":";
           append_us(o, d);
@@ -121,7 +127,7 @@ void Recorder::write_trace() {
         case Kind::discovery:
           o += "{\"ph\":\"X\",\"cat\":\"discovery\",\"name\":";
           append_json_string(o, (std::string("spawn: ") + (e.name ? e.name : "task")).c_str());
-          appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", kPid, dtid);
+          appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", pid, dtid);
           append_us(o, b);
           o += ",\"dur\":";
           append_us(o, d);
@@ -137,7 +143,7 @@ void Recorder::write_trace() {
             appendf(o, "{\"ph\":\"%s\",\"cat\":\"%s\",\"id\":%llu,\"name\":", end ? "e" : "b", run ? "run" : "phase",
                     static_cast<unsigned long long>(id));
             append_json_string(o, e.name ? e.name : "phase");
-            appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", kPid, tid);
+            appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", pid, tid);
             append_us(o, end ? b + d : b);
             if (run)
               appendf(o, ",\"args\":{\"run\":%d}}", e.extra);
@@ -176,11 +182,11 @@ void Recorder::write_trace() {
       ++flow;
       std::string& o = w.next();
       appendf(o, "{\"ph\":\"s\",\"cat\":\"dep\",\"name\":\"dep\",\"id\":%llu,\"pid\":%d,\"tid\":%u,\"ts\":",
-              static_cast<unsigned long long>(flow), kPid, ps->second.tid);
+              static_cast<unsigned long long>(flow), pid, ps->second.tid);
       append_us(o, ps->second.begin_ns);
       appendf(o, ",\"args\":{\"from\":%u,\"to\":%u}},\n", pred, s);
       appendf(o, "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"dep\",\"name\":\"dep\",\"id\":%llu,\"pid\":%d,\"tid\":%u,\"ts\":",
-              static_cast<unsigned long long>(flow), kPid, ss->second.tid);
+              static_cast<unsigned long long>(flow), pid, ss->second.tid);
       append_us(o, ss->second.begin_ns);
       o += "}";
       w.maybe_flush();

@@ -48,6 +48,23 @@ void Clock::pair(Ticks& t, std::int64_t& ns) const {
 
 Clock::Clock() : tsc_(invariant_tsc()) { pair(origin_, origin_ns_); }
 
+std::int64_t Clock::origin_unix_ns() const {
+  // As in pair(): the system clock read between two steady reads, the closest pair of a few tries.
+  std::int64_t best_gap = INT64_MAX, offset = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::int64_t a = steady_ns();
+    const std::int64_t sys =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    const std::int64_t b = steady_ns();
+    if (b - a < best_gap) {
+      best_gap = b - a;
+      offset = sys - (a + (b - a) / 2);
+    }
+  }
+  return origin_ns_ + offset;
+}
+
 void Clock::calibrate() {
   if (!tsc_) {  // monotonic nanoseconds already
     ns_per_tick_ = 1.0;

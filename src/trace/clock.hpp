@@ -37,6 +37,9 @@ class Clock {
   double to_ns(Ticks t) const { return (static_cast<double>(t) - static_cast<double>(origin_)) * ns_per_tick_; }
   double seconds(Ticks d) const { return static_cast<double>(d) * ns_per_tick_ * 1e-9; }
   bool uses_tsc() const { return tsc_; }
+  /// The origin as wall-clock time (nanoseconds since the Unix epoch): what lines up the traces of several
+  /// processes (exactly on one host up to the reads' skew; across hosts as well as their clocks agree).
+  std::int64_t origin_unix_ns() const;
 
  private:
   /// A (ticks, steady_clock nanoseconds) pair taken at one instant (see clock.cpp).

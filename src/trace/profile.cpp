@@ -1,5 +1,6 @@
 // Profile formatting: the text table (WEFT_PROFILE=1) and the JSON object (WEFT_PROFILE=json:FILE).
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "trace/json.hpp"
@@ -31,37 +32,69 @@ void worker_json(std::string& o, const WorkerProfile& w) {
 }
 
 using ull = unsigned long long;
+
+// " name value" items, wrapped below 110 columns; continuation lines start at column 8.
+class Items {
+ public:
+  Items(std::string& o, const char* head) : o_(o), col_(std::strlen(head)) { o_ += head; }
+  void add(const char* item, int k) {
+    if (col_ + static_cast<std::size_t>(k) > 110) {
+      o_ += "\n        ";
+      col_ = 8;
+    }
+    o_ += item;
+    col_ += static_cast<std::size_t>(k);
+  }
+  void end() { o_ += "\n"; }
+
+ private:
+  std::string& o_;
+  std::size_t col_;
+};
+
+void counter_text(std::string& o, const CounterSection& s) {
+  std::string head = "  " + s.name + ":";
+  Items items(o, head.c_str());
+  for (const Counter& c : s.counters) {
+    char item[160];
+    const int k = c.is_time
+                      ? std::snprintf(item, sizeof item, " %.60s %.6f", c.name.c_str(), c.seconds)
+                      : std::snprintf(item, sizeof item, " %.60s %llu", c.name.c_str(), static_cast<ull>(c.count));
+    items.add(item, k);
+  }
+  items.end();
+}
 }  // namespace
 
 std::string to_text(const Profile& p) {
   std::string o;
   if (!p.valid) return "weft profile: none (profiling off, or no run has ended)\n";
   const double wall = p.wall_seconds, all = wall * static_cast<double>(p.workers.size());
-  appendf(o, "weft profile: run %llu, %zu worker%s, %.6f s wall\n", static_cast<ull>(p.run), p.workers.size(),
+  o += "weft profile: ";
+  if (p.ranks > 1)
+    appendf(o, "rank %d of %d, ", p.rank, p.ranks);
+  else if (p.ranks == 0)
+    appendf(o, "rank %d, ", p.rank);
+  appendf(o, "run %llu, %zu worker%s, %.6f s wall\n", static_cast<ull>(p.run), p.workers.size(),
           p.workers.size() == 1 ? "" : "s", wall);
   o += "  worker       work s  work%  overhead s  ovhd%      idle s  idle%    created   executed   stolen  "
        "imm.succ  stalls\n";
   for (std::size_t i = 0; i < p.workers.size(); ++i) worker_row(o, std::to_string(i).c_str(), p.workers[i], wall);
   worker_row(o, "total", p.total, all);
-  o += "  stats:";
-  std::size_t col = 8;
+  Items stats(o, "  stats:");
   for (const StatsField& f : kStatsFields) {  // the counters of weft/runtime.hpp's Stats, by name
     char item[96];
     const int k = std::snprintf(item, sizeof item, " %s %llu", f.name, static_cast<ull>(p.stats.*f.member));
-    if (col + static_cast<std::size_t>(k) > 110) {
-      o += "\n        ";
-      col = 8;
-    }
-    o += item;
-    col += static_cast<std::size_t>(k);
+    stats.add(item, k);
   }
-  o += "\n";
+  stats.end();
   appendf(o, "  discovery: root spawned %llu tasks in %.6f s (first to last spawn, %.1f%% of wall)",
           static_cast<ull>(p.root_children), p.discovery_seconds, pct(p.discovery_seconds, wall));
   if (p.spawning_tasks)
     appendf(o, "; %llu other tasks spawned, %.6f s first to last spawn in total", static_cast<ull>(p.spawning_tasks),
             p.nested_discovery_seconds);
   o += "\n";
+  for (const CounterSection& c : p.counters) counter_text(o, c);
   if (!p.labels.empty()) {
     o += "  label (work time per body)              count       mean us        max us      total ms\n";
     for (const LabelProfile& l : p.labels)
@@ -112,8 +145,25 @@ std::string to_json(const Profile& p) {
     appendf(o, ", \"tag\": %llu, \"begin_s\": %.9f, \"seconds\": %.9f}", static_cast<ull>(ph.tag), ph.begin_seconds,
             ph.seconds);
   }
-  appendf(o, "], \"trace_events\": %llu, \"trace_truncated\": %s}", static_cast<ull>(p.trace_events),
-          p.trace_truncated ? "true" : "false");
+  appendf(o, "], \"trace_events\": %llu, \"trace_truncated\": %s, \"rank\": %d, \"ranks\": %d, \"counters\": {",
+          static_cast<ull>(p.trace_events), p.trace_truncated ? "true" : "false", p.rank, p.ranks);
+  for (std::size_t i = 0; i < p.counters.size(); ++i) {
+    const CounterSection& sec = p.counters[i];
+    if (i) o += ", ";
+    append_json_string(o, sec.name.c_str());
+    o += ": {";
+    for (std::size_t k = 0; k < sec.counters.size(); ++k) {
+      const Counter& c = sec.counters[k];
+      if (k) o += ", ";
+      append_json_string(o, c.name.c_str());
+      if (c.is_time)
+        appendf(o, ": %.9f", c.seconds);
+      else
+        appendf(o, ": %llu", static_cast<ull>(c.count));
+    }
+    o += "}";
+  }
+  o += "}}";
   return o;
 }
 

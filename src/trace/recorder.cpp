@@ -230,12 +230,13 @@ void tag(Log& l, std::uint64_t t) { l.tag = t; }
 // ---------------------------------------------------------------------------------------------------------
 
 Recorder::Recorder(Engine& e, const ProfileOptions& o, unsigned workers)
-    : engine_(e), print_(o.print), edges_(o.trace_edges && !o.trace_file.empty()) {
+    : engine_(e), rank_(process_rank()), print_(o.print), edges_(o.trace_edges && !o.trace_file.empty()) {
   origin_ = clock_.now();
   if (!o.json_file.empty()) {
     json_path_ = o.json_file;
     json_file_ = open_for_writing(json_path_, kProfileFile);
-    std::fputs("{\"weft_profile\": 1, \"runs\": [\n", json_file_);
+    std::fprintf(json_file_, "{\"weft_profile\": 1, \"rank\": %d, \"ranks\": %d, \"runs\": [\n", rank_.rank,
+                 rank_.size);
     json_tail_ = std::ftell(json_file_);
     std::fputs("]}\n", json_file_);
     if (const int err = flush_error(json_file_)) {  // e.g. /dev/full: better refused now than lost at the end
@@ -277,6 +278,7 @@ void Recorder::buffer_full(const Log& l) {
 void Recorder::begin_run(Worker& w0) {
   // Background workers are outside any run here (end_run waited for them), so their logs and counters can
   // be read and reset; the engine's release of `running` publishes the reset to them.
+  counters_at_begin_ = sample_counters();  // before the run's clock starts: sources may take a while
   const Ticks now = clock_.now();
   run_begin_ = now;
   for (std::size_t i = 0; i < logs_.size(); ++i) {
@@ -381,6 +383,9 @@ Profile Recorder::build_profile(Ticks begin, Ticks end) {
   std::stable_sort(p.phases.begin(), p.phases.end(),
                    [](const PhaseProfile& a, const PhaseProfile& b) { return a.begin_seconds < b.begin_seconds; });
   p.trace_truncated = stopped();
+  p.counters = counter_delta(counters_at_begin_, sample_counters());
+  p.rank = rank_.rank;
+  p.ranks = rank_.size;
   return p;
 }
 

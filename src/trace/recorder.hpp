@@ -18,6 +18,7 @@
 
 #include "engine/engine.hpp"
 #include "trace/clock.hpp"
+#include "trace/counters.hpp"
 #include "weft/profile.hpp"
 
 namespace weft::detail::trace {
@@ -131,11 +132,13 @@ class Recorder {
   Engine& engine_;
   Clock clock_;
   Ticks origin_;
+  ProcessRank rank_;  ///< this process's place in a job (the trace's pid, the profile's rank)
   bool print_;
   bool edges_;
   std::vector<std::unique_ptr<Log>> logs_;
   std::vector<Counters> at_begin_;
   std::vector<std::size_t> events_at_begin_;
+  std::vector<CounterSection> counters_at_begin_;  ///< the registered components' totals (counters.hpp)
   Ticks run_begin_ = 0;
   std::uint64_t runs_ = 0;
   std::atomic<std::uint32_t> next_id_{1};

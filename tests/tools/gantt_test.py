@@ -1,5 +1,6 @@
 """Tests of tools/weft-gantt: it renders a PNG from a sample weft trace and rejects malformed files with
-exit status 2 and a one-line message (no traceback).
+exit status 2 and a one-line message (no traceback); given the traces of several ranks (synthetic ones, as
+weft writes them per rank), it groups the rows by rank on one time base and merges them into one trace.
 
     python3 tests/tools/gantt_test.py [path/to/weft-gantt]
 """
@@ -15,6 +16,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "tools", "weft-gantt")
 SAMPLE = os.path.join(HERE, "sample_trace.json")
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(TOOL)), "gantt"))
+import weft_gantt  # noqa: E402  (the tool's module: its row grouping is checked directly)
 
 
 def run(*args, env=None):
@@ -113,6 +117,129 @@ class Gantt(unittest.TestCase):
         r = run(self.path("nope.json"), "-o", self.path("x.png"))
         self.assertEqual(r.returncode, 2)
         self.assertIn("no such file", r.stderr)
+
+
+def rank_trace(rank, ranks, origin_ns, spans, name=None, flows=0):
+    """A trace as weft writes it for `rank` of `ranks`: spans (tid, ts us, dur us, label), and `flows`
+    dependency arrows (ids 1..flows) between its first span and itself."""
+    pid = rank + 1
+    pname = name or (f"rank {rank}" if ranks > 1 else "weft")
+    events = [{"ph": "M", "pid": pid, "name": "process_name", "args": {"name": pname}},
+              {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": rank}}]
+    for tid in sorted({s[0] for s in spans}):
+        events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": f"worker {tid}"}})
+    for i, (tid, ts, dur, label) in enumerate(spans):
+        events.append({"ph": "X", "cat": "task", "name": label, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+                       "args": {"id": i + 1, "priority": 0, "tag": 0}})
+    for f in range(1, flows + 1):
+        tid, ts = spans[0][0], spans[0][1]
+        events.append({"ph": "s", "cat": "dep", "name": "dep", "id": f, "pid": pid, "tid": tid, "ts": ts})
+        events.append({"ph": "f", "bp": "e", "cat": "dep", "name": "dep", "id": f, "pid": pid, "tid": tid, "ts": ts})
+    other = {"weft_trace": 1, "workers": 2, "rank": rank, "ranks": ranks, "truncated": False}
+    if origin_ns is not None:
+        other["origin_unix_ns"] = origin_ns
+    return {"displayTimeUnit": "ms", "otherData": other, "traceEvents": events}
+
+
+T0 = 1_700_000_000_000_000_000  # an origin, in ns since the epoch
+
+
+class Ranks(unittest.TestCase):
+    """Several ranks: per-rank files (trace.r0.json, trace.r1.json) or one merged file."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, trace):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            json.dump(trace, f)
+        return path
+
+    def two_ranks(self, origins=(T0, T0 + 2_000_000)):
+        # Rank 1's clock started 2 ms after rank 0's: its span at 1000 us is at 3000 us on rank 0's clock.
+        r0 = self.write("trace.r0.json", rank_trace(0, 2, origins[0], [(0, 0.0, 500.0, "a"), (1, 100.0, 50.0, "b")],
+                                                    flows=2))
+        r1 = self.write("trace.r1.json", rank_trace(1, 2, origins[1], [(0, 1000.0, 400.0, "a")], flows=3))
+        return r0, r1
+
+    def test_rows_grouped_by_rank_whatever_the_order_of_the_files(self):
+        r0, r1 = self.two_ranks()
+        spans, rows, labels, processes = weft_gantt.collect(weft_gantt.load([r1, r0]), "label", False)
+        self.assertEqual(processes, 2)
+        self.assertEqual([labels[k] for k in rows], ["rank 0 / worker 0", "rank 0 / worker 1", "rank 1 / worker 0"])
+        starts = {labels[row]: ts for row, ts, _, _ in spans}
+        self.assertEqual(starts["rank 0 / worker 0"], 0.0)
+        self.assertEqual(starts["rank 1 / worker 0"], 3000.0)  # on the common time base
+
+    def test_files_without_an_origin_keep_their_own_zero(self):
+        r0, r1 = self.two_ranks(origins=(T0, None))
+        spans, rows, labels, _ = weft_gantt.collect(weft_gantt.load([r0, r1]), "label", False)
+        starts = {labels[row]: ts for row, ts, _, _ in spans}
+        self.assertEqual(starts["rank 1 / worker 0"], 1000.0)
+
+    def test_renders_and_merges_the_ranks(self):
+        r0, r1 = self.two_ranks()
+        merged = os.path.join(self.dir.name, "job.json")
+        r = run(r0, r1, "--merge", merged, "--dpi", "50")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("3 spans on 3 rows in 2 processes", r.stdout)
+        png_size(os.path.join(self.dir.name, "trace.png"))  # the default name, without the rank suffix
+        with open(merged) as f:
+            m = json.load(f)
+        self.assertEqual(m["otherData"]["origin_unix_ns"], T0)
+        self.assertEqual([x["rank"] for x in m["otherData"]["merged"]], [0, 1])
+        events = m["traceEvents"]
+        names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        self.assertEqual(names, {1: "rank 0", 2: "rank 1"})
+        tasks = sorted((e["pid"], e["ts"]) for e in events if e.get("ph") == "X")
+        self.assertEqual(tasks, [(1, 0.0), (1, 100.0), (2, 3000.0)])
+        # Flow ids are global in the format: each file's arrows keep ids of their own.
+        ids = {}
+        for e in events:
+            if e.get("ph") in ("s", "f"):
+                ids.setdefault(e["id"], set()).add(e["pid"])
+        self.assertEqual(sorted(ids), [1, 2, 3, 4, 5])
+        self.assertTrue(all(len(p) == 1 for p in ids.values()))
+        # The merged file draws the same rows.
+        r = run(merged, "-o", os.path.join(self.dir.name, "m.png"), "--dpi", "50")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("3 spans on 3 rows in 2 processes", r.stdout)
+        spans, rows, labels, _ = weft_gantt.collect(weft_gantt.load([merged]), "label", False)
+        self.assertEqual([labels[k] for k in rows], ["rank 0 / worker 0", "rank 0 / worker 1", "rank 1 / worker 0"])
+
+    def test_single_process_traces_side_by_side(self):
+        # Two runs of a program on one process each (pid 1, "weft"): named by their files, pids made distinct.
+        a = self.write("a.json", rank_trace(0, 1, T0, [(0, 0.0, 10.0, "x")]))
+        b = self.write("b.json", rank_trace(0, 1, T0, [(0, 0.0, 10.0, "x")]))
+        spans, rows, labels, processes = weft_gantt.collect(weft_gantt.load([a, b]), "label", False)
+        self.assertEqual(processes, 2)
+        self.assertEqual([labels[k] for k in rows], ["a.json / worker 0", "b.json / worker 0"])
+        m = weft_gantt.merge(weft_gantt.load([a, b]))
+        self.assertEqual(sorted({e["pid"] for e in m["traceEvents"]}), [1, 2])
+
+    def test_one_process_keeps_plain_row_names(self):
+        r0 = self.write("t.json", rank_trace(0, 1, T0, [(0, 0.0, 10.0, "x"), (1, 5.0, 1.0, "y")]))
+        _, rows, labels, processes = weft_gantt.collect(weft_gantt.load([r0]), "label", False)
+        self.assertEqual(processes, 1)
+        self.assertEqual([labels[k] for k in rows], ["worker 0", "worker 1"])
+
+    def test_a_bad_file_among_several_is_named(self):
+        r0, _ = self.two_ranks()
+        bad = os.path.join(self.dir.name, "trace.r1.json")
+        with open(bad, "w") as f:
+            f.write('{"traceEvents": [{"ph": "X", "cat": "task", "tid": 0, "ts": 0, "dur": -1}]}')
+        r = run(r0, bad, "-o", os.path.join(self.dir.name, "x.png"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"weft-gantt: {bad}: event 0: negative duration", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        r = run(r0, os.path.join(self.dir.name, "missing.json"), "-o", os.path.join(self.dir.name, "x.png"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("missing.json: no such file", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir.name, "x.png")))
 
 
 if __name__ == "__main__":

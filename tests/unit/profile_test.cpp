@@ -85,7 +85,10 @@ void expect_laminar(std::vector<SpanRec> v) {
 
 class EnvGuard : public testing::Test {
  protected:
-  static constexpr const char* kVars[] = {"WEFT_PROFILE", "WEFT_TRACE", "WEFT_TRACE_EDGES", "WEFT_TRACE_BUFFER"};
+  // The launchers' variables too: under one, the file names would get the rank (profile_ranks_test.cpp).
+  static constexpr const char* kVars[] = {"WEFT_PROFILE",         "WEFT_TRACE",           "WEFT_TRACE_EDGES",
+                                          "WEFT_TRACE_BUFFER",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                          "PMI_RANK",             "PMI_SIZE",             "PMIX_RANK"};
   void SetUp() override {
     for (const char* v : kVars) ::unsetenv(v);
   }
