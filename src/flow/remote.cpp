@@ -49,6 +49,7 @@
 #include "comm/termination.hpp"
 #include "comm/transport.hpp"
 #include "engine/engine.hpp"
+#include "weft/profile.hpp"
 
 namespace weft::flow::detail {
 
@@ -305,9 +306,7 @@ bool several_processes() {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     return n > 1;
   }
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
-    if (const char* s = std::getenv(v); s && std::atoi(s) > 1) return true;
-  return false;
+  return weft::process_rank().several();
 }
 
 }  // namespace
