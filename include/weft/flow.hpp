@@ -35,14 +35,33 @@
 //   input makes the task of k wait for n (resp. n(k) >= 1) values on that edge; the body receives them as an
 //   Aggregator<V> (iterable, in arrival order), without copies. A value beyond the count is an error.
 // * Priorities and placement: tt->set_priomap(f) gives the task of key k priority f(k) (larger runs earlier among
-//   ready tasks, as weft::priority); tt->set_keymap(f) names the process (MPI rank) that owns key k. On one
-//   process every key must map to 0 (else an error).
-// * Several processes (weft built with MPI and the program launched on N > 1 ranks): the default keymap is
-//   Hash<Key>(k) % N. A send or invoke to a key owned by another rank packs the key and the value as bytes and
-//   delivers them there as a local send (the receiver gets its own copy); only trivially copyable types and
-//   std::pair / std::tuple of them can cross ranks for now (another type throws weft::flow::error at such a
-//   send). Every rank builds the same graphs in the same order (graph() is collective and checks it); invoke a
-//   key on one rank; fence()/wait() are collective and return once the graph has terminated on all ranks.
+//   ready tasks, as weft::priority); tt->set_keymap(f) names the process (MPI rank) that owns key k, from 0 to
+//   num_processes() - 1 (else an error).
+// * Several processes (weft built with MPI, the program launched by mpirun -np N with N > 1; README "Running on
+//   several processes"). The same program runs on every rank; each key's task runs on its owner: the keymap's
+//   answer, by default Hash<Key>(k) % N (num_processes() / process_id() tell a keymap the job's shape).
+//     - Every rank builds the same graphs in the same order: graph() is collective and refuses ranks whose graphs
+//       differ. fence() and wait() are collective: they return on every rank once the graph has terminated on
+//       all of them (one termination epoch per fence; no barrier between fences). Each rank may invoke() any key
+//       (the seed travels to the owner); invoke a given key on one rank only.
+//     - A value sent to (or invoked on) a key of another rank travels there in one message with the key, and is
+//       delivered there as a local send would be: the receiving task gets a copy of its own (or, for several
+//       keys of that rank, one shared copy). A broadcast sends one message per owner rank, the value once.
+//     - What can cross: trivially copyable types as bytes; std::pair / std::tuple of them; any other type that
+//       cereal can serialize (standard containers and strings, user types with a `serialize(Archive&)` member
+//       or cereal's other conventions; include cereal/types/<type>.hpp for standard types beyond those in
+//       weft/detail/flow_wire.hpp). graph() refuses a template task with the default keymap whose key or input
+//       value type cannot cross (it would receive from every rank); with a keymap of the program's own, a send
+//       that would cross throws weft::flow::error in the sender.
+//     - Large values (above 8 KiB) move by a non-blocking transfer straight into the storage the receiving tasks
+//       read (trivially copyable values; serialized ones are decoded from a buffer), and are sent without a copy
+//       from a value shared by several tasks; a value the body still holds (sent as an lvalue) is copied once.
+//     - Priorities: the priomap runs on the owner, so a task's priority travels with its key.
+//     - Failures: a task that throws on a rank of a graph of several processes ends the whole job (MPI_Abort)
+//       with one line naming the rank, the template task, the key and the exception (the other ranks would wait
+//       for it forever); so does a message that cannot be delivered. Options::watchdog_seconds
+//       (WEFT_WATCHDOG) ends a fence that sees no progress, printing every rank's view first.
+//   With one process (or weft built without MPI) a graph is exactly the single-process one, at the same cost.
 // * Pending tasks (some inputs arrived, not all) wait in a per-template-task concurrent hash table (bucket locks,
 //   growth by chained tables, a reader-biased resize lock); a template task with a single non-aggregator input
 //   never uses it: each value sent to it makes a ready task at once.
