@@ -3,19 +3,22 @@
 # weft side by side with its peers on this machine, printing their tables:
 #   1. the micro-benchmarks (bench/micro/weft-bench-micro: chain, tree, independent, taskiter replay, flow graphs)
 #   2. the Task Bench METG comparison (tools/metg: stencil_1d, 1 and 2 cores, every built system)
-# Both in their quick modes (about 5 minutes in all on 2 cores).
+#   3. when weft is built with MPI: flow graphs across 2 ranks against raw MPI (bench/comm/weft-bench-dist:
+#      hop between ranks, empty fence, binary tree spread over the ranks)
+# All in their quick modes (about 6 minutes in all on 2 cores).
 #
 #   bash scripts/main.sh [--no-deps] [--full] [--no-micro] [--no-metg] [-- ARGS...]
 #     --no-deps   do not run scripts/install-deps.sh
 #     --full      run both without --quick (long: an hour or more)
 #     --no-micro  skip the micro-benchmarks
 #     --no-metg   skip the METG comparison
+#     --no-dist   skip the comparison across ranks
 #     ARGS        passed on to the micro-benchmark program
 set -euo pipefail
 self=$(realpath "${BASH_SOURCE[0]}")
 cd "$(dirname "$self")/.."
 
-do_deps=1 do_micro=1 do_metg=1
+do_deps=1 do_micro=1 do_metg=1 do_dist=1
 mode=(--quick)
 extra=()
 while (($#)); do
@@ -24,6 +27,7 @@ while (($#)); do
     --full) mode=() ;;
     --no-micro) do_micro=0 ;;
     --no-metg) do_metg=0 ;;
+    --no-dist) do_dist=0 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$self"; exit 0 ;;
     *) extra+=("$1") ;;
@@ -54,7 +58,25 @@ metg() {
   tools/metg "${mode[@]}" --bin build/release/bench/taskbench
 }
 
+dist() {
+  local bench=build/release/bench/comm/weft-bench-dist
+  if [[ ! -x "$bench" ]] || ! command -v mpirun >/dev/null 2>&1; then
+    echo
+    echo "main.sh: no $bench or no mpirun (weft built without MPI): no comparison across ranks"
+    return 0
+  fi
+  local quick=()
+  ((${#mode[@]})) && quick=(--reps=5 --hops=10000 --fences=1000 --depth=13)
+  echo
+  echo "main.sh: mpirun -np 2 --bind-to none $bench ${quick[*]}"
+  # Open MPI as root needs the two variables; in containers its shared-memory transport needs the third
+  # (README, "Across processes").
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    timeout 600 mpirun -np 2 --bind-to none "$bench" "${quick[@]}"
+}
+
 status=0
 if ((do_micro)); then micro || status=1; fi
 if ((do_metg)); then metg || status=1; fi
+if ((do_dist)); then dist || status=1; fi
 exit $status

@@ -183,12 +183,17 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
     std::this_thread::yield();
     return;
   }
+  Engine& e = *w.engine;
+  const ProgressDemand demand = e.has_progress() ? e.progress_demand() : ProgressDemand::none;
+  if (demand == ProgressDemand::polling || (cond && cond->keep_polling)) [[unlikely]] {
+    std::this_thread::yield();  // operations in flight, or a waiter that drives them: back to polling
+    return;
+  }
   // Sleep until a push wakes us, in two phases (Engine::idle_): announce, re-check, sleep only if nothing came
   // meanwhile. A waiter for a task's children also sets kChildWaiter in its `alive` between the phases: a
   // worker that then subtracts finished children wakes everyone (take_counted), and one that did so before
   // the bit was set left a count that the re-check sees. Any other condition is polled every 200 us: it is made
   // true by finishing tasks, which pushes nothing.
-  Engine& e = *w.engine;
   const std::uint64_t ticket = e.prepare_wait();
   // seq_cst: the bit is set before the re-check reads the count, as a completer's read-modify-write of the
   // count is ordered before or after it.
@@ -196,10 +201,9 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
   if (idle_recheck(w) || (cond && cond->done(cond->ctx))) {
     e.cancel_wait();
     w.idle_rounds = 0;
-  } else if (e.commit_wait(ticket, /*timed=*/(cond && !cond->watched) ||
-                                       (e.has_progress() && e.progress_busy()))) {
-    // (A busy progress source: nothing would wake us when its work arrives; the timed sleep returns to the
-    // polling loop.)
+  } else if (e.commit_wait(ticket, /*timed=*/(cond && !cond->watched) || demand == ProgressDemand::timed)) {
+    // (A progress source that expects work from outside: nothing would wake us when it arrives; the timed
+    // sleep returns to the polling loop.)
     // Woken because work was pushed: poll again before sleeping. The pusher may well run that task itself
     // before we get here; without a new polling window we would go back to sleep at once and, on a
     // fine-grained program, miss every later task too (one worker doing all the work while the other sleeps).
@@ -222,7 +226,7 @@ void Engine::attach_progress(const ProgressSource* s) {
   const ProgressSource* none = nullptr;
   if (!progress_.compare_exchange_strong(none, s, std::memory_order_seq_cst))
     throw std::logic_error("weft: a progress source is already attached to this runtime");
-  wake_all();  // sleepers re-evaluate with the source (it may be busy already)
+  wake_all();  // sleepers re-evaluate with the source (it may demand polling already)
 }
 
 void Engine::detach_progress() noexcept {
@@ -238,12 +242,12 @@ std::size_t Engine::poll_progress() noexcept {
   return n;
 }
 
-bool Engine::progress_busy() noexcept {
+ProgressDemand Engine::progress_demand() noexcept {
   progress_users_.fetch_add(1, std::memory_order_seq_cst);
-  bool b = false;
-  if (const ProgressSource* s = progress_.load(std::memory_order_seq_cst)) b = s->busy(s->ctx);
+  ProgressDemand d = ProgressDemand::none;
+  if (const ProgressSource* s = progress_.load(std::memory_order_seq_cst)) d = s->demand(s->ctx);
   progress_users_.fetch_sub(1, std::memory_order_release);
-  return b;
+  return d;
 }
 
 // Memory orderings of the event count: see Engine::idle_.
@@ -481,6 +485,10 @@ constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, lat
 // its anchor and its descriptor is recycled at once.
 void run_detached(Worker& w, Task* t) {
   run_body(w, t);
+  // A worker that always finds work in its own queues would never poll: messages (and the operations that only
+  // polls move) would wait for an idle moment. Every kProgressPollEvery tasks it polls too.
+  if (w.engine->has_progress()) [[unlikely]]
+    if (++w.progress_tick % kProgressPollEvery == 0) w.engine->poll_progress();
   // The body's sends went to the deque, where other workers could take them while it ran; the first of them
   // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
   // results, then its own continuation, would pile up its results). Reverse what is left of them on top.

@@ -125,6 +125,7 @@ struct alignas(64) Worker {
   std::uint32_t counted = 0;
   std::uint64_t rng;
   unsigned idle_rounds = 0;
+  std::uint32_t progress_tick = 0;  // flow tasks run while a progress source was attached (run_detached)
   Counters counters;
   trace::Log* trace = nullptr;  ///< profiling / tracing recorder of this worker; null when off (src/trace)
 
@@ -159,21 +160,30 @@ struct alignas(64) Worker {
   }
 };
 
+/// What a progress source asks of idle workers (ProgressSource::demand).
+enum class ProgressDemand : unsigned char {
+  none,     ///< nothing owed: idle workers sleep until a push, as without a source
+  timed,    ///< work may arrive from outside (a distributed epoch runs): sleep in timed slices, then poll
+  polling,  ///< operations in flight that only polls move (MPI makes no progress by itself): do not sleep
+};
+
 /// A source of outside work that the workers drive: the transport of a distributed front end, whose messages
 /// make tasks ready. The engine knows nothing else of it (no MPI, no front end). A worker polls it when it finds
 /// its own queues empty, before it steals (so also in every round of the idle loop, which looks for work first),
-/// and asks it whether it is busy before it sleeps: a busy source (operations in flight, a distributed epoch
-/// running) keeps idle workers to timed sleeps, since nothing in the engine would wake a worker when a message
-/// arrives (Open MPI makes no asynchronous progress: if every worker slept until a push, no message would move).
+/// every kProgressPollEvery flow tasks it runs (so that a busy worker still answers messages), and asks what it
+/// demands before it sleeps: nothing in the engine would wake a worker when a message arrives (Open MPI makes no
+/// asynchronous progress: if every worker slept until a push, no message would move).
 struct ProgressSource {
   /// Does a bounded amount of work without blocking; returns how many events it handled (0: nothing to do, or
   /// another thread is progressing it). Called on a worker, by several workers at once; it may make tasks ready
   /// on the calling worker (schedule, detached_submit). Must not throw.
   std::size_t (*poll)(void* ctx) noexcept;
-  /// True while the source owes progress to someone. Called on a worker, concurrently. Must not throw.
-  bool (*busy)(void* ctx) noexcept;
+  /// What idle workers must do. Called on a worker, concurrently. Must not throw.
+  ProgressDemand (*demand)(void* ctx) noexcept;
   void* ctx;
 };
+/// A worker running flow (detached) tasks polls the progress source every this many tasks.
+inline constexpr std::uint32_t kProgressPollEvery = 32;
 
 class Engine {
  public:
@@ -236,7 +246,7 @@ class Engine {
   /// Attaches the progress source (one at a time: throws std::logic_error if one is attached). Any thread; `s`
   /// must stay valid until detach_progress() has returned.
   void attach_progress(const ProgressSource* s);
-  /// Detaches the source; returns once no worker is inside its poll() or busy() any more. Any thread, also a
+  /// Detaches the source; returns once no worker is inside its poll() or demand() any more. Any thread, also a
   /// worker (not from inside the source's own poll()).
   void detach_progress() noexcept;
   /// A source is attached: the one branch the scheduling and idle paths pay (relaxed; a worker that misses a
@@ -244,8 +254,8 @@ class Engine {
   bool has_progress() const noexcept { return progress_.load(std::memory_order_relaxed) != nullptr; }
   /// Polls the attached source, if any (see ProgressSource::poll); 0 if none.
   std::size_t poll_progress() noexcept;
-  /// The attached source says it is busy (false if none).
-  bool progress_busy() noexcept;
+  /// What the attached source demands (none if there is none).
+  ProgressDemand progress_demand() noexcept;
 
  private:
   [[gnu::noinline]] void wake_slow();
@@ -353,6 +363,8 @@ struct WaitCondition {
   /// Non-null: `done` depends only on this task's count of unfinished children, and the worker sleeps until a
   /// completion of one of them wakes it (kChildWaiter). Null: the sleep is timed (the condition is polled).
   Task* watched;
+  /// Never sleep: yield between polls (a waiter that drives communication itself, see wait_until).
+  bool keep_polling = false;
 };
 /// The bit of Task::alive that says: the task's body sleeps until a child finishes (weak-node units use bits
 /// 32-61). Set and cleared by the waiter (idle_backoff); a worker that subtracts finished children from a count
@@ -369,9 +381,10 @@ void flush_completions(Worker& w);
 /// Runs tasks until done() holds. The waiter then resumes its own code: a successor left in its
 /// immediate-successor slot (readied by the last task it ran) goes to its queue, where other workers can take
 /// it, instead of waiting there until the waiter's body returns.
-/// `watched`: done() depends only on that task's unfinished children (see WaitCondition).
+/// `watched`: done() depends only on that task's unfinished children (see WaitCondition). `keep_polling`: the
+/// waiter never sleeps, it yields between rounds (the progress source's poll and done() run every round).
 template <class Cond>
-void wait_until(Worker& w, Cond&& done, Task* watched = nullptr) {
+void wait_until(Worker& w, Cond&& done, Task* watched = nullptr, bool keep_polling = false) {
   for (;;) {
     if (done()) break;
     if (Task* t = find_work(w)) {
@@ -381,7 +394,7 @@ void wait_until(Worker& w, Cond&& done, Task* watched = nullptr) {
       // A copy for the re-check: `done` itself never escapes, so the loop above keeps what it reads in registers.
       std::remove_cvref_t<Cond> check = done;
       const WaitCondition cond{[](const void* c) { return (*static_cast<decltype(check)*>(const_cast<void*>(c)))(); },
-                               &check, watched};
+                               &check, watched, keep_polling};
       idle_backoff(w, &cond);
     }
   }

@@ -25,8 +25,9 @@
 // message cannot be delivered between the check of the count and set_passive(): a rank reported passive has no
 // task. A sender is active (it runs a task, or the seeds), as the detector requires. The detector's waves run
 // inside Transport::poll(), which the engine's workers call through the progress hook (ProgressSource) when
-// their queues are empty and when idle; the source stays busy for the whole fence so that no worker sleeps
-// untimed. Messages of epoch e + 1 from a faster rank arriving while this rank is still in e are kept by the
+// their queues are empty, when idle, and every few tasks they run. The fence's own worker never sleeps while
+// it waits (it yields between polls); the others sleep in timed slices while the fence runs, and not at all
+// while operations are in flight (ProgressDemand). Messages of epoch e + 1 from a faster rank arriving while this rank is still in e are kept by the
 // detector and delivered when this rank begins e + 1 (its next fence): no barrier between fences.
 #include "flow/remote.hpp"
 
@@ -95,7 +96,7 @@ class Remote final : public RemoteBase {
     } catch (const comm::comm_error& e) {
       throw error(std::string("weft::flow::graph: the ranks did not build the same graph (") + e.what() + ")");
     }
-    source_ = {&poll_source, &source_busy, this};
+    source_ = {&poll_source, &source_demand, this};
   }
 
   void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
@@ -130,7 +131,9 @@ class Remote final : public RemoteBase {
     } catch (...) {
       seed_error = std::current_exception();  // still take part in the epoch: the other ranks wait for it
     }
-    wd::wait_until(w, [&] { return quiet(w, root, e); });
+    // This worker drives the communication until the epoch ends: it never sleeps (a message's latency would be
+    // a sleep slice), it yields between polls; the other workers sleep as usual (in slices) when idle.
+    wd::wait_until(w, [&] { return quiet(w, root, e); }, nullptr, /*keep_polling=*/true);
     // What this rank still owes its peers once the epoch has ended: the end of the epoch forwarded down the
     // detector's tree, sends not completed. (Messages of the next epoch are kept by the detector meanwhile.)
     while (transport_.outstanding() != 0)
@@ -267,9 +270,12 @@ class Remote final : public RemoteBase {
       comm::abort_job(std::string("weft::flow: progress failed: ") + x.what());
     }
   }
-  static bool source_busy(void* self) noexcept {
+  // While a fence runs, work may come from any rank (timed sleeps at least); operations in flight (a
+  // rendezvous, an aggregated buffer not sent) move only when someone polls: idle workers keep polling then.
+  static wd::ProgressDemand source_demand(void* self) noexcept {
     auto* r = static_cast<Remote*>(self);
-    return r->running_.load(std::memory_order_acquire) || r->transport_.outstanding() != 0;
+    if (r->transport_.outstanding() != 0) return wd::ProgressDemand::polling;
+    return r->running_.load(std::memory_order_acquire) ? wd::ProgressDemand::timed : wd::ProgressDemand::none;
   }
 
   GraphState& g_;

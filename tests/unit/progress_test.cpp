@@ -50,11 +50,11 @@ struct FakeSource {
     detached_submit(t, self->anchor);
     return 1;
   }
-  static bool busy(void* ctx) noexcept {
+  static ProgressDemand demand(void* ctx) noexcept {
     auto* self = static_cast<FakeSource*>(ctx);
-    return self->ran.load() < self->expected;
+    return self->ran.load() < self->expected ? ProgressDemand::timed : ProgressDemand::none;
   }
-  ProgressSource source() { return {&poll, &busy, this}; }
+  ProgressSource source() { return {&poll, &demand, this}; }
 };
 
 // Ends the process if a run hangs (an idle worker asleep with outside work waiting): a failure, not a timeout.
@@ -129,7 +129,7 @@ TEST_P(Progress, NoPollWithoutSourceAndOneSourceAtATime) {
     e.detach_progress();
     EXPECT_FALSE(e.has_progress());
     EXPECT_EQ(e.poll_progress(), 0u);
-    EXPECT_FALSE(e.progress_busy());
+    EXPECT_EQ(e.progress_demand(), ProgressDemand::none);
   });
   const int polls = src.polls.load();
   EXPECT_GT(polls, 0);
