@@ -226,6 +226,7 @@ void Engine::attach_progress(const ProgressSource* s) {
   const ProgressSource* none = nullptr;
   if (!progress_.compare_exchange_strong(none, s, std::memory_order_seq_cst))
     throw std::logic_error("weft: a progress source is already attached to this runtime");
+  for (auto& w : workers) w->progress_countdown.store(kProgressPollEvery, std::memory_order_relaxed);
   wake_all();  // sleepers re-evaluate with the source (it may demand polling already)
 }
 
@@ -481,14 +482,25 @@ constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, lat
   for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);  // popped last first: pushed back first last
 }
 
+// One flow task fewer before w polls the progress source (see Worker::progress_countdown).
+[[gnu::noinline]] void count_down_progress(Worker& w, std::uint32_t n) {
+  if (n > 1) {
+    w.progress_countdown.store(n - 1, std::memory_order_relaxed);
+    return;
+  }
+  Engine& e = *w.engine;
+  w.progress_countdown.store(e.has_progress() ? kProgressPollEvery : 0, std::memory_order_relaxed);
+  e.poll_progress();
+}
+
 // A detached task has no children and no successor list: it completes when its body returns; it is counted in
 // its anchor and its descriptor is recycled at once.
 void run_detached(Worker& w, Task* t) {
   run_body(w, t);
   // A worker that always finds work in its own queues would never poll: messages (and the operations that only
   // polls move) would wait for an idle moment. Every kProgressPollEvery tasks it polls too.
-  if (w.engine->has_progress()) [[unlikely]]
-    if (++w.progress_tick % kProgressPollEvery == 0) w.engine->poll_progress();
+  if (const std::uint32_t n = w.progress_countdown.load(std::memory_order_relaxed)) [[unlikely]]
+    count_down_progress(w, n);
   // The body's sends went to the deque, where other workers could take them while it ran; the first of them
   // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
   // results, then its own continuation, would pile up its results). Reverse what is left of them on top.

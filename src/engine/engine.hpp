@@ -125,7 +125,9 @@ struct alignas(64) Worker {
   std::uint32_t counted = 0;
   std::uint64_t rng;
   unsigned idle_rounds = 0;
-  std::uint32_t progress_tick = 0;  // flow tasks run while a progress source was attached (run_detached)
+  // Flow tasks left before this worker polls the progress source (run_detached); 0: no source attached. Set by
+  // attach_progress (relaxed: a worker that sees it late polls later), counted down by the worker itself.
+  std::atomic<std::uint32_t> progress_countdown{0};
   Counters counters;
   trace::Log* trace = nullptr;  ///< profiling / tracing recorder of this worker; null when off (src/trace)
 

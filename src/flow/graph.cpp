@@ -54,8 +54,10 @@ GraphBase::GraphBase(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned,
     throw;
   }
   g.remote = g.remote_owned.get();
-  for (const auto& t : g.tts)
+  for (const auto& t : g.tts) {
+    t->set_remote(g.remote);
     for (detail::EdgeBase* e : t->edges()) e->remote = g.remote;
+  }
 }
 
 GraphBase::~GraphBase() {
@@ -68,6 +70,7 @@ GraphBase::~GraphBase() {
   }
   for (auto& t : g.tts) {
     for (detail::EdgeBase* e : t->edges()) e->remote = nullptr;
+    t->set_remote(nullptr);
     t->attach(nullptr, 0);
   }
 }

@@ -571,6 +571,8 @@ class TTBase : public std::enable_shared_from_this<TTBase> {
   std::uint32_t id() const { return id_; }
   void set_id(std::uint32_t id) { id_ = id; }
   GraphState* graph() const { return graph_; }
+  /// The graph's distributed side (null on one process), kept here for the check every send makes.
+  void set_remote(RemoteBase* r) { remote_ = r; }
   /// Lets the edges name this template task (for graph() to find the connected ones).
   void link_edges() {
     for (EdgeBase* e : edges_) e->tts.push_back(weak_from_this());
@@ -580,6 +582,7 @@ class TTBase : public std::enable_shared_from_this<TTBase> {
   std::string name_;
   std::vector<EdgeBase*> edges_;
   GraphState* graph_ = nullptr;
+  RemoteBase* remote_ = nullptr;
   std::uint32_t id_ = 0;
 };
 

@@ -296,9 +296,9 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   /// may itself send to this template task, even to the same key, and other workers never spin on user code.
   template <std::size_t J, class Src>
   void deliver(const KS& key, Src&& src) {
-    if (graph_ && graph_->remote) [[unlikely]] {  // several processes: the key's owner may be another one
+    if (remote_) [[unlikely]] {  // several processes: the key's owner may be another one
       const int owner = owner_of(key);
-      if (owner != graph_->remote->rank) {
+      if (owner != remote_->rank) {
         send_one<J>(owner, key, std::forward<Src>(src));
         return;
       }
@@ -734,12 +734,16 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     try {
       tt.call(*r, std::index_sequence_for<In...>{});
     } catch (...) {
-      tt.graph_->failed.store(true, std::memory_order_relaxed);
-      if (tt.graph_->remote) [[unlikely]]  // the other processes would wait for this one: end the job
-        tt.graph_->remote->fail("weft::flow: the task of '" + tt.name_ + "', key " + detail::key_string(r->key) +
-                                ", threw " + detail::describe_current_exception());
+      tt.body_failed(*r);
       throw;
     }
+  }
+  // Out of line: the trampoline above stays small (its frame is paid by every task).
+  [[gnu::cold, gnu::noinline]] void body_failed(const Record& r) {
+    graph_->failed.store(true, std::memory_order_relaxed);
+    if (graph_->remote)  // the other processes would wait for this one: end the job
+      graph_->remote->fail("weft::flow: the task of '" + name_ + "', key " + detail::key_string(r.key) + ", threw " +
+                           detail::describe_current_exception());
   }
   static constexpr weft::detail::BodyOps kBodyOps{&run, nullptr, &destroy_record};
 
