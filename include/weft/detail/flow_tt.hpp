@@ -376,6 +376,18 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
                             : std::move(encoded));
         payload = std::as_bytes(std::span<const char>(*owned));
       }
+      if constexpr (detail::Codec<KS>::kind == detail::WireKind::fixed) {
+        // The common case, one key of fixed size and a small value: the header on the stack, no allocation.
+        constexpr std::size_t hsize = sizeof(detail::WireHeader) + detail::Codec<KS>::size;
+        if (keys.size() == 1 && hsize <= 256 && hsize <= remote.max_header && payload.size() <= remote.large) {
+          std::byte header[hsize <= 256 ? hsize : 1];
+          const detail::WireHeader h{id_, static_cast<std::uint16_t>(J), 1};
+          std::memcpy(header, &h, sizeof h);
+          detail::Codec<KS>::pack(keys[0], header + sizeof h);
+          remote.send(dest, {header, hsize}, payload, nullptr);
+          return;
+        }
+      }
       detail::WireBytes header;
       std::size_t i = 0;
       while (i < keys.size()) {
