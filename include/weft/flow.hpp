@@ -84,7 +84,8 @@
 //   * fence(): runs the graph until it is quiet; tasks still missing inputs stay pending (a later invoke may
 //     complete them).
 //   * wait(): fence(), then it is an error (weft::flow::error) if any task is still missing inputs: the message
-//     names the template task, the key and the missing inputs; those tasks are discarded.
+//     names the template task, the key and the missing inputs; those tasks are discarded. On several processes
+//     every rank throws when any rank has such tasks, each describing its own.
 //   * fence()/wait() must not be called from inside a task (they would need Runtime::run: std::logic_error).
 //   * A template task belongs to at most one live graph; configure it before the first fence()/wait().
 //

@@ -980,6 +980,22 @@ void Transport::check_consistency() {
   }
 }
 
+std::uint64_t Transport::sum_over_ranks(std::uint64_t value) {
+  Impl& m = *impl_;
+  if (m.token_.held_by_this_thread())
+    throw comm_error("weft: Transport::sum_over_ranks() called from a message handler (it is collective)");
+  TokenScope hold(m.token_);
+  std::uint64_t total = 0;
+  MPI_Request req;
+  MPI_Iallreduce(&value, &total, 1, MPI_UINT64_T, MPI_SUM, m.comm_, &req);
+  for (int flag = 0;;) {
+    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    if (flag) break;
+    if (m.progress(m.cfg_.poll_budget) == 0) std::this_thread::yield();  // as in check_consistency
+  }
+  return total;
+}
+
 TransportStats Transport::stats() const { return impl_->stats(); }
 
 void Transport::Impl::append_counters(std::vector<weft::Counter>& out) const {

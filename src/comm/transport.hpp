@@ -190,6 +190,10 @@ class Transport {
   /// config; throws comm_error naming the difference otherwise. Keeps progressing while it waits.
   void check_consistency();
 
+  /// Collective: the sum of `value` over every rank (MPI_Iallreduce on the transport's communicator), progressing
+  /// meanwhile. Not from a handler.
+  std::uint64_t sum_over_ranks(std::uint64_t value);
+
   /// Counters (see TransportStats); any thread.
   TransportStats stats() const;
 

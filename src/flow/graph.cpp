@@ -148,10 +148,18 @@ void GraphBase::fence() {
 void GraphBase::wait() {
   fence();
   const std::size_t n = pending();
-  if (n == 0) return;
+  // Several processes: every rank learns whether any rank has such tasks (and throws alike), each describing
+  // its own.
+  const std::uint64_t total = state_->remote ? state_->remote->sum(n) : n;
+  if (total == 0) return;
   std::ostringstream os;
-  os << "weft::flow: wait(): " << n << (n == 1 ? " task" : " tasks") << " never received all inputs: ";
-  discard_pending(&os);
+  os << "weft::flow: wait(): " << total << (total == 1 ? " task" : " tasks") << " never received all inputs";
+  if (state_->remote)
+    os << " (" << n << " on process " << state_->remote->rank << " of " << state_->remote->size << ")";
+  if (n != 0) {
+    os << ": ";
+    discard_pending(&os);
+  }
   throw error(os.str());
 }
 

@@ -110,6 +110,8 @@ class Remote final : public RemoteBase {
 
   [[noreturn]] void fail(const std::string& what) noexcept override { comm::abort_job(what); }
 
+  std::uint64_t sum(std::uint64_t value) override { return transport_.sum_over_ranks(value); }
+
   void execute(weft::Context& cx, void (*seeds)(void*), void* arg) {
     wd::Worker& w = *wd::tls_worker;
     wd::Task* const root = wd::ContextAccess::task(cx);

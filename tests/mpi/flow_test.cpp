@@ -324,6 +324,32 @@ TEST_P(Flow, RanksWithNoWork) {
   EXPECT_EQ(sum_all(static_cast<std::uint64_t>(ran.load())), 303u);
 }
 
+// wait() with a task missing an input on one rank only: every rank throws, the owner naming the key.
+TEST_P(Flow, WaitReportsPendingTasksOnEveryRank) {
+  weft::Runtime rt(options(GetParam()));
+  const int me = world_rank(), n = world_size();
+  weft::flow::Edge<int, int> a("a"), b("b");
+  weft::flow::Edge<int, void> go("go");
+  auto src = weft::flow::make_tt<int>([](const int& k, auto& out) { weft::flow::send<0>(k, 5, out); },
+                                      weft::flow::edges(go), weft::flow::edges(a), "src");
+  auto join = weft::flow::make_tt<int>([](const int&, int, int) {}, weft::flow::edges(a, b), weft::flow::edges(),
+                                       "join");
+  src->set_keymap([](const int&) { return 0; });
+  join->set_keymap([n](const int&) { return n - 1; });
+  auto g = weft::flow::graph(rt, src);
+  if (me == 0) src->invoke(42);  // join's key 42 gets input a only, on rank n - 1
+  try {
+    g.wait();
+    ADD_FAILURE() << "wait() returned although a task misses an input";
+  } catch (const weft::flow::error& x) {
+    const std::string w = x.what();
+    EXPECT_NE(w.find("1 task never received all inputs"), std::string::npos) << w;
+    EXPECT_EQ(w.find("key 42") != std::string::npos, me == n - 1) << w;
+  }
+  EXPECT_EQ(g.pending(), 0u);
+  g.wait();  // discarded: nothing pending any more, on any rank
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, Flow, testing::Values(1u, 2u));
 
 // A template task whose values cannot cross processes, with the default keymap: refused by graph() on every

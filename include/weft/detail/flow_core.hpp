@@ -331,6 +331,8 @@ struct RemoteBase {
   /// A task of the graph failed on this process: the others would wait for it forever. Prints "weft: rank R:
   /// <what>" and ends the whole job (MPI_Abort).
   [[noreturn]] virtual void fail(const std::string& what) noexcept = 0;
+  /// Collective, outside a fence: the sum of `value` over the processes.
+  virtual std::uint64_t sum(std::uint64_t value) = 0;
 };
 
 class TTBase;
