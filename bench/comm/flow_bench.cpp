@@ -9,6 +9,7 @@
 // the median of --reps runs, the runs of every column interleaved.
 //
 //   mpirun -np 2 --bind-to none weft-bench-dist [--reps=R] [--hops=N] [--workers=W] [--depth=D]
+//   weft-bench-dist --depth=D     (one process: the tree alone, the reference for the spread tree)
 // In a container add --mca btl_vader_single_copy_mechanism none (see tests/mpi/CMakeLists.txt).
 #include <mpi.h>
 #include <weft/flow.hpp>
@@ -191,8 +192,20 @@ int main(int argc, char** argv) {
   int me = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (n == 1) {
+    // One process: the binary tree only, the reference for the spread tree of a 2-rank run.
+    weft::Options o;
+    o.num_threads = a.workers;
+    weft::Runtime rt(o);
+    std::vector<double> one;
+    for (int r = 0; r < a.reps; ++r) one.push_back(tree(rt, a.depth, false));
+    std::printf("weft-bench-dist: 1 process x %u worker%s, median of %d runs\n  binary tree, depth %d (ns/task) %.1f\n",
+                a.workers, a.workers == 1 ? "" : "s", a.reps, a.depth, median(one));
+    MPI_Finalize();
+    return 0;
+  }
   if (n != 2) {
-    if (me == 0) std::fprintf(stderr, "weft-bench-dist: run with 2 ranks (mpirun -np 2)\n");
+    if (me == 0) std::fprintf(stderr, "weft-bench-dist: run with 2 ranks (mpirun -np 2), or 1 for the tree alone\n");
     MPI_Finalize();
     return 2;
   }
