@@ -490,6 +490,9 @@ constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, lat
   }
   Engine& e = *w.engine;
   w.progress_countdown.store(e.has_progress() ? kProgressPollEvery : 0, std::memory_order_relaxed);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - w.last_busy_poll < kProgressPollInterval) return;
+  w.last_busy_poll = now;
   e.poll_progress();
 }
 
@@ -498,7 +501,7 @@ constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, lat
 void run_detached(Worker& w, Task* t) {
   run_body(w, t);
   // A worker that always finds work in its own queues would never poll: messages (and the operations that only
-  // polls move) would wait for an idle moment. Every kProgressPollEvery tasks it polls too.
+  // polls move) would wait for an idle moment: it polls between tasks too (see kProgressPollInterval).
   if (const std::uint32_t n = w.progress_countdown.load(std::memory_order_relaxed)) [[unlikely]]
     count_down_progress(w, n);
   // The body's sends went to the deque, where other workers could take them while it ran; the first of them

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -128,6 +129,7 @@ struct alignas(64) Worker {
   // Flow tasks left before this worker polls the progress source (run_detached); 0: no source attached. Set by
   // attach_progress (relaxed: a worker that sees it late polls later), counted down by the worker itself.
   std::atomic<std::uint32_t> progress_countdown{0};
+  std::chrono::steady_clock::time_point last_busy_poll{};  // this worker's last poll between tasks
   Counters counters;
   trace::Log* trace = nullptr;  ///< profiling / tracing recorder of this worker; null when off (src/trace)
 
@@ -172,7 +174,8 @@ enum class ProgressDemand : unsigned char {
 /// A source of outside work that the workers drive: the transport of a distributed front end, whose messages
 /// make tasks ready. The engine knows nothing else of it (no MPI, no front end). A worker polls it when it finds
 /// its own queues empty, before it steals (so also in every round of the idle loop, which looks for work first),
-/// every kProgressPollEvery flow tasks it runs (so that a busy worker still answers messages), and asks what it
+/// between flow tasks at most every kProgressPollInterval (so that a busy worker still answers messages; the
+/// clock is read every kProgressPollEvery tasks), and asks what it
 /// demands before it sleeps: nothing in the engine would wake a worker when a message arrives (Open MPI makes no
 /// asynchronous progress: if every worker slept until a push, no message would move).
 struct ProgressSource {
@@ -184,8 +187,12 @@ struct ProgressSource {
   ProgressDemand (*demand)(void* ctx) noexcept;
   void* ctx;
 };
-/// A worker running flow (detached) tasks polls the progress source every this many tasks.
-inline constexpr std::uint32_t kProgressPollEvery = 32;
+/// A worker running flow (detached) tasks reads the clock every this many tasks, and polls the progress source
+/// if kProgressPollInterval has passed since its last such poll: a poll costs about a microsecond (a pass of
+/// MPI's progress engine), so at most a few percent of a busy worker's time, and a message waits for a busy
+/// worker at most about that interval (or 16 tasks).
+inline constexpr std::uint32_t kProgressPollEvery = 16;
+inline constexpr std::chrono::microseconds kProgressPollInterval{20};
 
 class Engine {
  public:
