@@ -8,10 +8,9 @@
 // Message matching: every message between two ranks has the same tag, and MPI delivers the messages of one
 // sender in the order they were sent; a rank sends its outputs of timestep t-1 ordered by (graph, producer,
 // consumer) and posts its receives of timestep t in that same order, so each receive gets the output it
-// names. A rank that fails (bad input, failed validation) exits and mpirun aborts the others.
+// names. A rank with bad input exits before MPI_Init (every rank does: they parse the same flags); a rank that
+// fails validation ends the job with MPI_Abort and a rank-tagged message.
 #include <mpi.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "core/core.hpp"
+#include "mpi_common.hpp"
 #include "peer_common.hpp"  // max_scratch_bytes
 
 namespace {
@@ -28,58 +28,8 @@ using namespace taskbench;
 
 constexpr const char* kSystem = "mpi";
 
-/// The rank the launcher gave this process, read from its environment (MPI is not initialised yet); 0 when
-/// run without a launcher.
-int launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* value = std::getenv(name)) return std::atoi(value);
-  return 0;
-}
-
-/// Parses the command line before MPI_Init, so that a rank that exits (bad flags, -h, --dump-graph) leaves
-/// MPI untouched and mpirun returns its exit status; every rank parses, only rank 0's messages are shown.
-App parse_command_line(int argc, char** argv) {
-  struct Silence {
-    int saved_out = -1, saved_err = -1;
-    explicit Silence(bool on) {
-      if (!on) return;
-      std::fflush(stdout);
-      std::fflush(stderr);
-      const int null = ::open("/dev/null", O_WRONLY);
-      if (null < 0) return;
-      saved_out = ::dup(1);
-      saved_err = ::dup(2);
-      ::dup2(null, 1);
-      ::dup2(null, 2);
-      ::close(null);
-    }
-    ~Silence() {
-      if (saved_out < 0) return;
-      std::fflush(stdout);
-      std::fflush(stderr);
-      ::dup2(saved_out, 1);
-      ::dup2(saved_err, 2);
-      ::close(saved_out);
-      ::close(saved_err);
-    }
-  } silence(launcher_rank() != 0);
-  App app(argc, argv);
-  app.require_single_worker(kSystem);
-  return app;
-}
-
-/// The points of one graph owned by one rank: [first(rank), first(rank + 1)), first(r) = r * W / ranks.
-struct Block {
-  long lo, hi;
-  Block(long width, int rank, int ranks)
-      : lo(static_cast<long>(static_cast<long long>(rank) * width / ranks)),
-        hi(static_cast<long>(static_cast<long long>(rank + 1) * width / ranks)) {}
-};
-
-int owner_of(long point, long width, int ranks) {
-  // The largest r with r * W / ranks <= point.
-  return static_cast<int>(((static_cast<long long>(point) + 1) * ranks - 1) / width);
-}
+using mpi::Block;
+using mpi::owner_of;
 
 /// One rank's state for one graph: its block and the outputs of its points, two timesteps deep (timestep t
 /// overwrites the outputs of t-2, whose sends completed and whose local readers ran during timestep t-1).
@@ -97,7 +47,7 @@ struct LocalGraph {
             static_cast<std::size_t>(point - block.lo)) *
                graph->output_bytes;
   }
-  bool owns(long point) const { return point >= block.lo && point < block.hi; }
+  bool owns(long point) const { return block.owns(point); }
 };
 
 class Rank {
@@ -217,22 +167,10 @@ class Rank {
   std::vector<long> points_;
 };
 
-/// Sums every rank's exactly-once marks into rank 0's graphs, for its end-of-run check.
-void gather_run_marks(App& app, int rank) {
-  if (app.skip_graph_validation) return;
-  for (TaskGraph& graph : app.graphs) {
-    const std::vector<unsigned char> mine = graph.run_marks();
-    std::vector<unsigned char> sum(mine.size());
-    MPI_Reduce(mine.data(), sum.data(), static_cast<int>(mine.size()), MPI_UNSIGNED_CHAR, MPI_SUM, 0,
-               MPI_COMM_WORLD);
-    if (rank == 0) graph.set_run_marks(sum);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  App app = parse_command_line(argc, argv);
+  App app = mpi::parse_command_line(argc, argv, [](App& a) { a.require_single_worker(kSystem); });
   app.system_name = kSystem;
 
   MPI_Init(&argc, &argv);
@@ -241,6 +179,7 @@ int main(int argc, char** argv) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  mpi::abort_job_on_failure(rank);
   if (rank == 0) app.display();
 
   {
@@ -250,7 +189,7 @@ int main(int argc, char** argv) {
     me.run(app.max_timesteps());
     MPI_Barrier(MPI_COMM_WORLD);
     const double elapsed = now_seconds() - t0;
-    gather_run_marks(app, rank);
+    mpi::gather_run_marks(app, rank);
     if (rank == 0) app.report_timing(elapsed);
   }
   MPI_Finalize();
