@@ -12,19 +12,39 @@
 // A task sends its output once to all its consumers of one template task (broadcast: one shared read-only copy,
 // freed by the last reader); outputs of up to 16 bytes (the default) live inside the value, so a task allocates
 // nothing for them. The graphs of -and are seeded together and run concurrently.
+//
+// Several processes (mpirun -np N, weft built with MPI): each rank owns a contiguous block of the points of every
+// graph, as in Task Bench's MPI implementations (the keymap of both template tasks names the block's rank), seeds
+// the tasks it owns, and validates the inputs of the tasks it runs; a value for a task of another rank travels
+// there as one message (weft/flow.hpp). Values crossing ranks must be trivially copyable for now, so there the
+// output is a Packet<N> (N bytes inline, the smallest of 16, 64, 512 and 4096 that holds -output) instead of an
+// Output. The timer runs from a barrier before the graph starts to a barrier after it has terminated on every
+// rank; rank 0 gathers the exactly-once marks, checks them and prints the report; a rank whose check fails ends
+// the job (MPI_Abort) with a rank-tagged message. With one process (no launcher, or -np 1) none of this applies:
+// MPI is not even initialised, and the program is exactly the single-process one.
 #include <weft/flow.hpp>
 #include <weft/weft.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/core.hpp"
+#include "launcher.hpp"
 #include "weft_runtime.hpp"
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+#include <mpi.h>
+
+#include "mpi_common.hpp"
+#endif
 
 namespace {
 
@@ -75,6 +95,29 @@ class Output {
   };
   std::int32_t producer_ = -1;
   std::uint32_t bytes_ = 0;
+};
+
+/// A task's output on several processes: the interface of Output with the bytes inline (N of them, at least
+/// output_bytes), trivially copyable so that it can cross ranks as it is. Copied rather than moved: a value sent
+/// to several consumers of one rank is still one shared copy (weft/flow.hpp), and a remote consumer gets N + 8
+/// bytes.
+template <std::size_t N>
+class Packet {
+ public:
+  static constexpr std::size_t kCapacity = N;
+  Packet() noexcept = default;
+  Packet(long producer, std::size_t bytes)
+      : producer_(static_cast<std::int32_t>(producer)), bytes_(static_cast<std::uint32_t>(bytes)) {}
+  Packet clone() const { return *this; }
+  char* data() { return buf_; }
+  const char* data() const { return buf_; }
+  std::size_t bytes() const { return bytes_; }
+  long producer() const { return producer_; }
+
+ private:
+  std::int32_t producer_ = -1;
+  std::uint32_t bytes_ = 0;
+  alignas(8) char buf_[N];
 };
 
 }  // namespace
@@ -143,12 +186,21 @@ class InputCounts {
   std::vector<std::int32_t> counts_;  // [dependence set][point]
 };
 
+/// A wrong output, on purpose (the tests' check that a rank catches a bad input from another rank): task
+/// (t, point) of graph `graph` sends (t, point + 1) as the first record of its output. Only on several
+/// processes (set by TASKBENCH_WEFT_FLOW_FAULT=graph:t:point).
+struct Fault {
+  long graph = -1, t = -1, point = -1;
+  bool hits(const PointKey& k) const { return k.t == t && k.point == point && k.graph == graph; }
+};
+
 /// What every task reads: the graphs, their input counts and the per-thread state's sizes.
 struct Bench {
   const std::vector<taskbench::TaskGraph>* graphs;
   std::vector<InputCounts> counts;  // per graph
   long max_width = 0;
   std::size_t max_scratch = 0;
+  Fault fault{};
 };
 
 /// Per-thread working storage, reused from task to task (so a task allocates nothing for it once warm).
@@ -189,13 +241,19 @@ constexpr std::size_t kToMulti = 1;   // edge into point's aggregator
 /// Runs task k with its inputs (in inputs_of order; null where missing, which execute_point reports), then sends
 /// its output to its consumers at t + 1, and a start token to the task of the same point at t + 1 if that one
 /// has no input.
-template <class Out>
+template <class V, class Out>
 void run_point(const Bench& b, ThreadState& s, const PointKey& k, std::size_t n_inputs, Out& out) {
   const taskbench::TaskGraph& g = (*b.graphs)[static_cast<std::size_t>(k.graph)];
   const long t = k.t, x = k.point;
-  Output result(x, g.output_bytes);
+  V result(x, g.output_bytes);
   g.execute_point(t, x, result.data(), result.bytes(), s.inputs.data(), s.sizes.data(), n_inputs,
                   g.scratch_bytes ? s.scratch.data() : nullptr, g.scratch_bytes);
+  if constexpr (!std::is_same_v<V, Output>) {  // several processes only: one process pays nothing for it
+    if (b.fault.hits(k)) [[unlikely]] {
+      const std::int64_t wrong[2] = {t, x + 1};
+      std::memcpy(result.data(), wrong, sizeof wrong);
+    }
+  }
   if (t + 1 >= g.timesteps) return;
 
   const InputCounts& counts = b.counts[static_cast<std::size_t>(k.graph)];
@@ -214,11 +272,15 @@ void run_point(const Bench& b, ThreadState& s, const PointKey& k, std::size_t n_
     weft::flow::broadcast<kToSingle>(s.single, std::move(result), out);
   }
   if (!self && live(g, t + 1, x) && counts(t + 1, x) == 0)
-    weft::flow::send<kToSingle>(PointKey{t + 1, k.graph, static_cast<std::int32_t>(x)}, Output(), out);
+    weft::flow::send<kToSingle>(PointKey{t + 1, k.graph, static_cast<std::int32_t>(x)}, V(), out);
 }
 
-/// Exits 2 with a message if a graph does not fit the 32-bit fields of PointKey and Output.
-void check_limits(const taskbench::App& app) {
+/// The largest -output on several processes (see Packet).
+constexpr std::size_t kMaxPacket = 4096;
+
+/// Exits 2 with a message if a graph does not fit the 32-bit fields of PointKey and Output (or, on several
+/// processes, the largest Packet).
+void check_limits(const taskbench::App& app, bool several) {
   constexpr long kMax = std::numeric_limits<std::int32_t>::max();
   if (static_cast<long>(app.graphs.size()) > kMax) {
     std::fprintf(stderr, "error: taskbench-weft-flow supports at most %ld graphs (-and)\n", kMax);
@@ -234,19 +296,37 @@ void check_limits(const taskbench::App& app) {
                    std::numeric_limits<std::uint32_t>::max(), g.output_bytes);
       std::exit(2);
     }
+    if (several && g.output_bytes > kMaxPacket) {
+      std::fprintf(stderr,
+                   "error: taskbench-weft-flow on several processes supports -output up to %zu bytes (got %zu): "
+                   "outputs cross processes inline\n",
+                   kMaxPacket, g.output_bytes);
+      std::exit(2);
+    }
   }
 }
 
-}  // namespace
+/// The processes of the run: this one's rank and their number (1: a single process).
+struct Job {
+  int rank = 0, ranks = 1;
+  bool several() const { return ranks > 1; }
+};
 
-int main(int argc, char** argv) {
-  taskbench::App app(argc, argv);
-  app.system_name = "weft-flow";
-  check_limits(app);
+/// Ends the run after an exception out of the graph (a body or the graph's construction): on one process an
+/// error line and status 1, on several the failure handler (the other ranks would wait for this one).
+int graph_failed(const Job& job, const std::exception& e) {
+  if (job.several()) taskbench::fail_run(e.what());
+  std::fprintf(stderr, "error: %s\n", e.what());
+  return 1;
+}
 
+/// Builds, seeds and runs the flow graph of the run with outputs of type V (Output on one process, a Packet on
+/// several), then reports. Returns the exit status.
+template <class V>
+int run(taskbench::App& app, const Job& job, const Fault& fault) {
   const weft::Options options = taskbench::weft_options(app);
   weft::Runtime rt = taskbench::make_runtime(options);
-  app.display();
+  if (job.rank == 0) app.display();
 
   Bench bench{&app.graphs, {}};
   for (const auto& g : app.graphs) {
@@ -254,21 +334,22 @@ int main(int argc, char** argv) {
     bench.max_width = std::max(bench.max_width, g.max_width);
     bench.max_scratch = std::max(bench.max_scratch, g.scratch_bytes);
   }
+  bench.fault = fault;
   const Bench* b = &bench;
 
   using weft::flow::Aggregator;
-  weft::flow::Edge<PointKey, Output> to_single("one input"), to_multi("inputs");
+  weft::flow::Edge<PointKey, V> to_single("one input"), to_multi("inputs");
   auto point1 = weft::flow::make_tt<PointKey>(
-      [b](const PointKey& k, const Output& in, auto& out) {
+      [b](const PointKey& k, const V& in, auto& out) {
         ThreadState& s = thread_state(*b);
         const std::size_t n = in.producer() >= 0 ? 1 : 0;  // a start token carries no input
         s.inputs.assign(1, in.data());
         s.sizes.assign(1, in.bytes());
-        run_point(*b, s, k, n, out);
+        run_point<V>(*b, s, k, n, out);
       },
       weft::flow::edges(to_single), weft::flow::edges(to_single, to_multi), "point1");
   auto point = weft::flow::make_tt<PointKey>(
-      [b](const PointKey& k, const Aggregator<Output>& in, auto& out) {
+      [b](const PointKey& k, const Aggregator<V>& in, auto& out) {
         ThreadState& s = thread_state(*b);
         const taskbench::TaskGraph& g = (*b->graphs)[static_cast<std::size_t>(k.graph)];
         // Place the values by producer, in inputs_of order (they arrive in any order).
@@ -277,7 +358,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < n; ++i) s.index_of[static_cast<std::size_t>(s.points[i])] = static_cast<std::int32_t>(i);
         s.inputs.assign(n, nullptr);
         s.sizes.assign(n, 0);
-        for (const Output& v : in) {
+        for (const V& v : in) {
           const long p = v.producer();
           const std::int32_t i = p >= 0 && p < g.max_width ? s.index_of[static_cast<std::size_t>(p)] : -1;
           if (i >= 0 && s.inputs[static_cast<std::size_t>(i)] == nullptr) {  // else left missing: reported
@@ -286,7 +367,7 @@ int main(int argc, char** argv) {
           }
         }
         for (long p : s.points) s.index_of[static_cast<std::size_t>(p)] = -1;
-        run_point(*b, s, k, n, out);
+        run_point<V>(*b, s, k, n, out);
       },
       weft::flow::edges(weft::flow::make_aggregator(
           to_multi,
@@ -294,34 +375,135 @@ int main(int argc, char** argv) {
             return static_cast<std::size_t>(b->counts[static_cast<std::size_t>(k.graph)](k.t, k.point));
           })),
       weft::flow::edges(to_single, to_multi), "point");
-  auto flow = weft::flow::graph(rt, point1, point);
+  // The rank of a key: the owner of its point's block (on one process no keymap: every key is local, and a
+  // keymap would cost a call per new task).
+  auto owner = [b, ranks = job.ranks](const PointKey& k) {
+    const long width = (*b->graphs)[static_cast<std::size_t>(k.graph)].max_width;
+    return static_cast<int>(((static_cast<long long>(k.point) + 1) * ranks - 1) / width);
+  };
+  if (job.several()) {
+    point1->set_keymap(owner);
+    point->set_keymap(owner);
+  }
 
   // Start tokens for the tasks without inputs whose point was not live at the previous timestep (all of t = 0);
-  // the others get theirs from that point's task at t - 1. Timestep-major, graphs interleaved.
-  for (long t = 0, steps = app.max_timesteps(); t < steps; ++t) {
-    for (std::size_t k = 0; k < app.graphs.size(); ++k) {
-      const taskbench::TaskGraph& g = app.graphs[k];
-      const long o = g.offset_at_timestep(t), w = g.width_at_timestep(t);
-      for (long i = o; i < o + w; ++i)
-        if ((t == 0 || !live(g, t - 1, i)) && g.num_inputs(t, i) == 0)
-          flow.invoke(PointKey{t, static_cast<std::int32_t>(k), static_cast<std::int32_t>(i)}, Output());
-    }
-  }
-
-  taskbench::start_runtime(rt);
-  const double t0 = taskbench::now_seconds();
+  // the others get theirs from that point's task at t - 1. Timestep-major, graphs interleaved; each rank seeds
+  // the tasks it owns.
   try {
-    flow.wait();
+    auto flow = weft::flow::graph(rt, point1, point);  // collective on several processes
+    for (long t = 0, steps = app.max_timesteps(); t < steps; ++t) {
+      for (std::size_t k = 0; k < app.graphs.size(); ++k) {
+        const taskbench::TaskGraph& g = app.graphs[k];
+        const long o = g.offset_at_timestep(t), w = g.width_at_timestep(t);
+        for (long i = o; i < o + w; ++i) {
+          const PointKey key{t, static_cast<std::int32_t>(k), static_cast<std::int32_t>(i)};
+          if ((t == 0 || !live(g, t - 1, i)) && g.num_inputs(t, i) == 0 && owner(key) == job.rank)
+            flow.invoke(key, V());
+        }
+      }
+    }
+
+    taskbench::start_runtime(rt);
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+    if (job.several()) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+    const double t0 = taskbench::now_seconds();
+    flow.wait();  // on several processes: returns on every rank once the graph has terminated on all of them
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+    if (job.several()) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+    const double elapsed = taskbench::now_seconds() - t0;
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+    if (job.several()) taskbench::mpi::gather_run_marks(app, job.rank);
+#endif
+    if (job.rank == 0) app.report_timing(elapsed);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return graph_failed(job, e);
   }
-  app.report_timing(taskbench::now_seconds() - t0);
   if (app.verbose > 0) {
     const weft::Stats s = rt.stats();
-    std::printf("weft: tasks %llu, stolen %llu, immediate successor %llu\n",
+    char rank[32] = "";
+    if (job.several()) std::snprintf(rank, sizeof rank, " (rank %d)", job.rank);
+    std::printf("weft%s: tasks %llu, stolen %llu, immediate successor %llu\n", rank,
                 static_cast<unsigned long long>(s.tasks_executed), static_cast<unsigned long long>(s.tasks_stolen),
                 static_cast<unsigned long long>(s.immediate_successor));
   }
   return 0;
+}
+
+/// TASKBENCH_WEFT_FLOW_FAULT=graph:t:point (see Fault), or no fault; exits 2 on a malformed value.
+Fault fault_from_environment(bool several) {
+  Fault f;
+  const char* text = std::getenv("TASKBENCH_WEFT_FLOW_FAULT");
+  if (!text) return f;
+  char end = 0;
+  if (std::sscanf(text, "%ld:%ld:%ld%c", &f.graph, &f.t, &f.point, &end) != 3 || f.graph < 0 || f.t < 0 ||
+      f.point < 0) {
+    std::fprintf(stderr, "error: TASKBENCH_WEFT_FLOW_FAULT='%s': expected graph:t:point\n", text);
+    std::exit(2);
+  }
+  if (!several) {
+    std::fprintf(stderr, "error: TASKBENCH_WEFT_FLOW_FAULT applies to runs on several processes only\n");
+    std::exit(2);
+  }
+  return f;
+}
+
+/// The runs on several processes: the smallest Packet that holds the largest -output (check_limits bounds it).
+template <std::size_t N, std::size_t... More>
+int run_packets(taskbench::App& app, const Job& job, const Fault& fault) {
+  std::size_t bytes = 0;
+  for (const auto& g : app.graphs) bytes = std::max(bytes, g.output_bytes);
+  if constexpr (sizeof...(More) > 0) {
+    if (bytes > N) return run_packets<More...>(app, job, fault);
+  } else {
+    static_assert(N == kMaxPacket);
+  }
+  return run<Packet<N>>(app, job, fault);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Several processes when a launcher started several (mpirun -np N, N > 1): the same test as weft's.
+  const int launched = taskbench::launcher_size();
+  const bool several = launched > 1;
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+  // The program initialises MPI itself (weft accepts it at MPI_THREAD_MULTIPLE and then leaves it alone),
+  // because it needs MPI before weft does (its rank for the report and the seeds, the barriers around the timer,
+  // the marks gathered on rank 0) and after weft is done with it (the graph's transport is freed collectively,
+  // before MPI_Finalize). The flags are parsed before MPI_Init, as taskbench-mpi does, so that bad input ends
+  // every rank alike with status 2, only rank 0 saying why. On one process MPI is not initialised at all.
+  taskbench::App app = several ? taskbench::mpi::parse_command_line(argc, argv,
+                                                                    [](taskbench::App& a) { check_limits(a, true); })
+                               : taskbench::App(argc, argv);
+#else
+  // Built without MPI: the launcher's processes would each run the whole graph and report; refuse instead.
+  if (several) {
+    std::fprintf(stderr, "error: taskbench-weft-flow was built without MPI: it runs on one process only, not %d\n",
+                 launched);
+    return 2;
+  }
+  taskbench::App app(argc, argv);
+#endif
+  app.system_name = "weft-flow";
+  check_limits(app, several);
+  const Fault fault = fault_from_environment(several);
+
+  Job job;
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+  if (several) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &job.ranks);
+    taskbench::mpi::abort_job_on_failure(job.rank);
+  }
+#endif
+  const int status = job.several() ? run_packets<16, 64, 512, kMaxPacket>(app, job, fault)
+                                   : run<Output>(app, job, fault);
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+  if (several) MPI_Finalize();
+#endif
+  return status;
 }
