@@ -15,7 +15,7 @@ import shlex
 # Systems in the order tables and plots list them; executables found in a build directory but not listed here
 # come after these, alphabetically.
 KNOWN_SYSTEMS = (
-    "weft", "weft-taskiter", "weft-flow", "serial", "mpi", "weft-flow@mpi",
+    "weft", "weft-taskiter", "weft-flow", "serial", "mpi", "mpi-nonblock", "weft-flow@mpi",
     "omp-for-gcc", "omp-task-gcc", "omp-for-clang", "omp-task-clang", "tbb",
 )
 EXECUTABLE_PREFIX = "taskbench-"
