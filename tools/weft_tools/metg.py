@@ -254,7 +254,7 @@ QUICK = {
     "systems": ["weft", "weft-taskiter", "weft-flow", "serial", "mpi", "weft-flow@mpi", "omp-task-gcc",
                 "omp-task-clang", "omp-for-gcc", "tbb"],
 }
-QUICK_HELP = (f"preset for a short run (under 4 minutes on 2 cores): -steps {QUICK['steps']}, -iter from "
+QUICK_HELP = (f"preset for a short run (under 3 minutes on 2 cores): -steps {QUICK['steps']}, -iter from "
               f"{QUICK['max_iter']} down to 1 by factors of {QUICK['iter_factor']}, {QUICK['reps']} repetitions, "
               f"cores {','.join(map(str, QUICK['cores']))}, systems {','.join(QUICK['systems'])} (those built; "
               f"mpi and weft-flow@mpi only if mpirun is found, the latter only if it runs on several processes); "
