@@ -1,6 +1,7 @@
 // The job as an MPI launcher (mpirun, mpiexec) describes it in the environment of the processes it starts, read
 // before MPI is initialised (or when the program is built without MPI): this process's rank and the number of
-// processes; 0 and 1 when started without a launcher.
+// processes, 0 and 1 when started without a launcher; and the block distribution of a graph's points over the
+// ranks that the multi-process programs share (Task Bench's MPI implementations use the same one).
 #pragma once
 
 #include <algorithm>
@@ -21,5 +22,23 @@ inline int launcher_size() {
     if (const char* value = std::getenv(name)) size = std::max(size, std::atoi(value));
   return size;
 }
+
+namespace mpi {
+
+/// The points of one graph owned by one rank: [first(rank), first(rank + 1)), first(r) = r * W / ranks.
+struct Block {
+  long lo, hi;
+  Block(long width, int rank, int ranks)
+      : lo(static_cast<long>(static_cast<long long>(rank) * width / ranks)),
+        hi(static_cast<long>(static_cast<long long>(rank + 1) * width / ranks)) {}
+  bool owns(long point) const { return point >= lo && point < hi; }
+};
+
+/// The rank whose block holds `point`: the largest r with r * W / ranks <= point.
+inline int owner_of(long point, long width, int ranks) {
+  return static_cast<int>(((static_cast<long long>(point) + 1) * ranks - 1) / width);
+}
+
+}  // namespace mpi
 
 }  // namespace taskbench

@@ -1,7 +1,6 @@
-// What the Task Bench programs that run on several MPI processes share (taskbench-mpi, and taskbench-weft-flow
-// under mpirun): the command line parsed on every rank with only rank 0's messages shown, the block
-// distribution of points over ranks (Task Bench's MPI implementations use the same one), the exactly-once marks
-// gathered on rank 0, and failures that end the whole job.
+// What the Task Bench programs that run on several MPI processes share (taskbench-mpi, taskbench-mpi-nonblock, and
+// taskbench-weft-flow under mpirun), besides launcher.hpp: the command line parsed on every rank with only rank
+// 0's messages shown, the exactly-once marks gathered on rank 0, and failures that end the whole job.
 #pragma once
 
 #include <mpi.h>
@@ -49,20 +48,6 @@ App parse_command_line(int argc, char** argv, Check&& check) {
   App app(argc, argv);
   check(app);
   return app;
-}
-
-/// The points of one graph owned by one rank: [first(rank), first(rank + 1)), first(r) = r * W / ranks.
-struct Block {
-  long lo, hi;
-  Block(long width, int rank, int ranks)
-      : lo(static_cast<long>(static_cast<long long>(rank) * width / ranks)),
-        hi(static_cast<long>(static_cast<long long>(rank + 1) * width / ranks)) {}
-  bool owns(long point) const { return point >= lo && point < hi; }
-};
-
-/// The rank whose block holds `point`: the largest r with r * W / ranks <= point.
-inline int owner_of(long point, long width, int ranks) {
-  return static_cast<int>(((static_cast<long long>(point) + 1) * ranks - 1) / width);
 }
 
 /// Sums every rank's exactly-once marks into rank 0's graphs, for its end-of-run check (collective).

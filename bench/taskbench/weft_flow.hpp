@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/core.hpp"
+#include "launcher.hpp"  // mpi::owner_of
 #include "weft_runtime.hpp"
 #ifdef TASKBENCH_WEFT_FLOW_MPI
 #include <mpi.h>
@@ -362,8 +363,7 @@ int run(taskbench::App& app, const Job& job, const Fault& fault) {
   // The rank of a key: the owner of its point's block (on one process no keymap: every key is local, and a
   // keymap would cost a call per new task).
   auto owner = [b, ranks = job.ranks](const PointKey& k) {
-    const long width = (*b->graphs)[static_cast<std::size_t>(k.graph)].max_width;
-    return static_cast<int>(((static_cast<long long>(k.point) + 1) * ranks - 1) / width);
+    return taskbench::mpi::owner_of(k.point, (*b->graphs)[static_cast<std::size_t>(k.graph)].max_width, ranks);
   };
   if (job.several()) {
     point1->set_keymap(owner);

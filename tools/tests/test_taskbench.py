@@ -202,6 +202,13 @@ class Discovery(unittest.TestCase):
             with open(os.path.join(d, "taskbench-notexec"), "w") as f:
                 f.write("")
             self.assertEqual(taskbench.discover_systems(d), ["weft", "serial", "mpi", "zeta"])
+            # A program that can run on several processes brings its NAME@mpi system along.
+            path = os.path.join(d, "taskbench-weft-flow")
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(path, stat.S_IRWXU)
+            self.assertEqual(taskbench.discover_systems(d), ["weft", "weft-flow", "serial", "mpi", "weft-flow@mpi",
+                                                             "zeta"])
         self.assertEqual(taskbench.discover_systems("/nonexistent/dir"), [])
 
 

@@ -168,7 +168,8 @@ def is_runnable(path: str) -> bool:
 
 
 def discover_systems(bin_dir: str) -> list[str]:
-    """The systems whose taskbench-<system> executable is in bin_dir, in KNOWN_SYSTEMS order then by name."""
+    """The systems whose taskbench-<system> executable is in bin_dir, and the NAME@mpi systems of KNOWN_SYSTEMS
+    whose program is there, in KNOWN_SYSTEMS order then by name."""
     try:
         entries = os.listdir(bin_dir)
     except OSError:
@@ -176,6 +177,7 @@ def discover_systems(bin_dir: str) -> list[str]:
     found = [e[len(EXECUTABLE_PREFIX):] for e in entries
              if e.startswith(EXECUTABLE_PREFIX) and len(e) > len(EXECUTABLE_PREFIX)
              and is_runnable(os.path.join(bin_dir, e))]
+    found += [s for s in KNOWN_SYSTEMS if system_kind(s) == "ranks" and parse_ranks_system(s)[0] in found]
     return order_systems(found)
 
 
