@@ -2,7 +2,9 @@
 # weft's main job: installs what is missing (scripts/install-deps.sh), builds the `release` preset, then runs
 # weft side by side with its peers on this machine, printing their tables:
 #   1. the micro-benchmarks (bench/micro/weft-bench-micro: chain, tree, independent, taskiter replay, flow graphs)
-#   2. the Task Bench METG comparison (tools/metg: stencil_1d, 1 and 2 cores, every built system)
+#   2. the Task Bench METG comparison (tools/metg: stencil_1d, 1 and 2 cores, every built system; when weft is
+#      built with MPI and mpirun is found, the 2-core table also has the 2-rank runs: taskbench-mpi, and weft's
+#      flow graphs on 2 ranks of 1 worker, weft-flow@mpi)
 #   3. when weft is built with MPI: flow graphs across 2 ranks against raw MPI (bench/comm/weft-bench-dist:
 #      hop between ranks, empty fence, binary tree spread over the ranks)
 # All in their quick modes (about 6 minutes in all on 2 cores).

@@ -5,6 +5,7 @@
 #   taskbench-omp-for-clang, taskbench-omp-task-clang  the same sources, clang++-16 -fopenmp=libomp (LLVM OpenMP)
 #   taskbench-tbb                                      tbb_flow.cpp: oneTBB flow graph
 #   taskbench-mpi                                      mpi.cpp: MPI, run under mpirun, one rank per core
+#   taskbench-mpi-nonblock                             mpi_nonblock.cpp: Task Bench's own MPI pattern, the reference
 # The OpenMP and TBB tests are not labelled `concurrency`: ThreadSanitizer does not see the synchronisation inside
 # libgomp, libomp and TBB and would report their internals. Under AddressSanitizer they all run, except the
 # clang-built ones (see cmake/WeftLibomp.cmake); MPI runs without the leak check, and oneTBB's headers need
@@ -103,21 +104,26 @@ if(NOT MPI_CXX_FOUND)
   message(STATUS "taskbench: MPI peer skipped: find_package(MPI) found no C++ MPI (Debian: libopenmpi-dev openmpi-bin)")
 else()
   _taskbench_peer(taskbench-mpi mpi.cpp MPI::MPI_CXX)
+  # The pattern of Task Bench's own MPI implementation (mpi/nonblock.cc), the reference taskbench-mpi is
+  # measured against (mpi_nonblock.cpp).
+  _taskbench_peer(taskbench-mpi-nonblock mpi_nonblock.cpp MPI::MPI_CXX)
   set(_launcher ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} @WORKERS@)
   if(MPI_CXX_LIBRARY_VERSION_STRING MATCHES "Open MPI")
     list(APPEND _launcher --oversubscribe --bind-to none --allow-run-as-root)
   endif()
   list(APPEND _launcher ${MPIEXEC_PREFLAGS})
-  taskbench_add_validation_tests(mpi taskbench-mpi LAUNCHER ${_launcher} LABELS mpi)
+  set(_mpi_tests "")
+  foreach(system mpi mpi-nonblock)
+    taskbench_add_validation_tests(${system} taskbench-${system} LAUNCHER ${_launcher} LABELS mpi)
+    foreach(type IN LISTS TASKBENCH_TYPES)
+      list(APPEND _mpi_tests taskbench.${system}.${type}.w1 taskbench.${system}.${type}.w2)
+    endforeach()
+  endforeach()
   if(TASKBENCH_SANITIZED AND WEFT_BUILD_TESTS)
     # Open MPI and its plugins never free some start-up allocations, which LeakSanitizer reports at exit:
     # the MPI runs keep every other check (addresses, undefined behaviour) but not the leak check.
-    set(_mpi_tests "")
-    foreach(type IN LISTS TASKBENCH_TYPES)
-      list(APPEND _mpi_tests taskbench.mpi.${type}.w1 taskbench.mpi.${type}.w2)
-    endforeach()
     set_tests_properties(${_mpi_tests} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
   endif()
   string(REGEX MATCH "^[^,\n]*" _mpi_version "${MPI_CXX_LIBRARY_VERSION_STRING}")
-  message(STATUS "taskbench: MPI peer (${_mpi_version}, ${MPIEXEC_EXECUTABLE}): taskbench-mpi")
+  message(STATUS "taskbench: MPI peers (${_mpi_version}, ${MPIEXEC_EXECUTABLE}): taskbench-mpi, taskbench-mpi-nonblock")
 endif()

@@ -1,224 +1,27 @@
-// taskbench-weft-flow: Task Bench on weft's flow graphs (weft/flow.hpp). Every task (graph, t, i) is the task
-// of key (t, graph, i) of one of two template tasks that share one body:
-//   * `point`: tasks with two or more inputs. Its input is an aggregator whose per-key count is the number of live
-//     inputs of (t, i); the values arrive in any order, each naming its producer, and the body puts them in
-//     inputs_of order by producer before validating them.
-//   * `point1`: tasks with one input, or none. A single plain input, so a value sent to it makes a ready task at
-//     once, without the pending-task table (no_comm, tree, and the edges of dom). A task without inputs gets an
-//     empty start token instead: from invoke() at t = 0 (and wherever its point was not live at t - 1), else
-//     from the task of the same point at t - 1 (trivial; nearest with radix 0). That orders such tasks of one
-//     point by timestep, as the reference implementations that loop over timesteps do, and keeps the tasks in
-//     flight bounded without a generator.
-// A task sends its output once to all its consumers of one template task (broadcast: one shared read-only copy,
-// freed by the last reader); outputs of up to 16 bytes (the default) live inside the value, so a task allocates
-// nothing for them. The graphs of -and are seeded together and run concurrently.
-#include <weft/flow.hpp>
-#include <weft/weft.hpp>
+// taskbench-weft-flow: Task Bench on weft's flow graphs; the graph and its run are in weft_flow.hpp. This file
+// holds main() and the single-process instantiation; the several-process ones (Packet outputs) are compiled
+// apart, in weft_flow_ranks.cpp: in this file they made GCC inline less of the single-process graph (5% more
+// instructions per task, callgrind), which must cost exactly what it did before they existed.
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <limits>
-#include <utility>
-#include <vector>
+#include <thread>
 
 #include "core/core.hpp"
-#include "weft_runtime.hpp"
+#include "launcher.hpp"
+#include "weft_flow.hpp"
 
 namespace {
 
-/// The key of task (graph, t, point). Points and graph indices fit 32 bits (checked at start-up), so the key is
-/// 16 bytes and a one-input task's record (key and value) fits the engine's inline task body.
-struct PointKey {
-  std::int64_t t;
-  std::int32_t graph, point;
-  friend bool operator==(const PointKey&, const PointKey&) = default;
-};
+using namespace taskbench::weft_flow;
 
-/// A task's output: output_bytes bytes (inline up to kInline bytes, else on the heap) and the point that produced
-/// it; a default-constructed Output is a start token (no producer, no bytes). Move-only: a shared output is
-/// read in place by every consumer, never copied behind the scenes.
-class Output {
- public:
-  static constexpr std::size_t kInline = 16;
-  Output() noexcept : heap_(nullptr) {}
-  Output(long producer, std::size_t bytes)
-      : producer_(static_cast<std::int32_t>(producer)), bytes_(static_cast<std::uint32_t>(bytes)) {
-    if (bytes_ > kInline) heap_ = new char[bytes_];
-  }
-  Output(Output&& o) noexcept : producer_(o.producer_), bytes_(o.bytes_) {
-    std::memcpy(inline_, o.inline_, kInline);  // the inline bytes or the heap pointer
-    o.bytes_ = 0;
-  }
-  Output(const Output&) = delete;
-  Output& operator=(const Output&) = delete;
-  Output& operator=(Output&&) = delete;
-  ~Output() {
-    if (bytes_ > kInline) delete[] heap_;
-  }
-  /// A copy, for an output sent to both template tasks.
-  Output clone() const {
-    Output o(producer_, bytes_);
-    std::memcpy(o.data(), data(), bytes_);
-    return o;
-  }
-  char* data() { return bytes_ > kInline ? heap_ : inline_; }
-  const char* data() const { return bytes_ > kInline ? heap_ : inline_; }
-  std::size_t bytes() const { return bytes_; }
-  long producer() const { return producer_; }
-
- private:
-  union {
-    char inline_[kInline];
-    char* heap_;
-  };
-  std::int32_t producer_ = -1;
-  std::uint32_t bytes_ = 0;
-};
-
-}  // namespace
-
-template <>
-struct weft::flow::Hash<PointKey> {
-  std::size_t operator()(const PointKey& k) const {
-    // The table scrambles the hash (multiplicative hashing), so a plain mix of the fields spreads well.
-    return static_cast<std::size_t>(k.t) * 0x9E3779B97F4A7C15ull ^
-           (static_cast<std::size_t>(static_cast<std::uint32_t>(k.graph)) << 32 |
-            static_cast<std::uint32_t>(k.point));
-  }
-};
-
-namespace {
-
-/// num_inputs(t, point) of one graph, from a table where it can be: wherever timesteps t - 1 and t both have
-/// every point live, the count depends only on t's dependence set and the point, so one row per dependence set
-/// serves them all (every timestep but the first for most types). Routing a task's output asks for the count of
-/// each consumer, and the aggregator for its own: a table load instead of walking the dependencies each time.
-class InputCounts {
- public:
-  static constexpr std::size_t kMaxEntries = std::size_t{1} << 22;  // 16 MiB: else no table (computed each time)
-
-  explicit InputCounts(const taskbench::TaskGraph& g) : g_(&g) {
-    const std::size_t sets = static_cast<std::size_t>(g.max_dependence_sets());
-    const std::size_t width = static_cast<std::size_t>(g.max_width);
-    if (sets == 0 || width > kMaxEntries / sets) return;
-    // A timestep whose dependence set is d, with every point live at it and the step before. Widths settle
-    // within a few dozen steps (tree), after which the sets repeat with the period: a bounded scan finds
-    // every set that has such a timestep (the others, if any, are counted at each look-up).
-    std::vector<long> step_of(sets, -1);
-    const long scan_end = std::min(g.timesteps, 64 + 2 * g.timestep_period());
-    for (long t = 1, left = static_cast<long>(sets); t < scan_end && left > 0; ++t) {
-      long& s = step_of[static_cast<std::size_t>(g.dependence_set_at_timestep(t))];
-      if (s < 0 && full(t)) {
-        s = t;
-        --left;
-      }
-    }
-    counts_.assign(sets * width, -1);  // -1: not in the table
-    for (std::size_t d = 0; d < sets; ++d)
-      if (step_of[d] >= 0)
-        for (long x = 0; x < g.max_width; ++x)
-          counts_[d * width + static_cast<std::size_t>(x)] = static_cast<std::int32_t>(g.num_inputs(step_of[d], x));
-  }
-
-  long operator()(long t, long x) const {
-    if (!counts_.empty() && full(t)) {
-      const std::size_t d = sets_one() ? 0 : static_cast<std::size_t>(g_->dependence_set_at_timestep(t));
-      const std::int32_t n = counts_[d * static_cast<std::size_t>(g_->max_width) + static_cast<std::size_t>(x)];
-      if (n >= 0) return n;
-    }
-    return g_->num_inputs(t, x);
-  }
-
- private:
-  bool full(long t) const {
-    const long w = g_->max_width;
-    return t >= 1 && t < g_->timesteps && g_->width_at_timestep(t) == w && g_->width_at_timestep(t - 1) == w &&
-           g_->offset_at_timestep(t) == 0 && g_->offset_at_timestep(t - 1) == 0;
-  }
-  bool sets_one() const { return counts_.size() == static_cast<std::size_t>(g_->max_width); }
-
-  const taskbench::TaskGraph* g_;
-  std::vector<std::int32_t> counts_;  // [dependence set][point]
-};
-
-/// What every task reads: the graphs, their input counts and the per-thread state's sizes.
-struct Bench {
-  const std::vector<taskbench::TaskGraph>* graphs;
-  std::vector<InputCounts> counts;  // per graph
-  long max_width = 0;
-  std::size_t max_scratch = 0;
-};
-
-/// Per-thread working storage, reused from task to task (so a task allocates nothing for it once warm).
-struct ThreadState {
-  std::vector<long> points;             // inputs_of of the running task
-  std::vector<std::int32_t> index_of;   // point -> its index in `points` (-1: not an input); max_width entries
-  std::vector<const char*> inputs;      // placed inputs, in inputs_of order
-  std::vector<std::size_t> sizes;
-  std::vector<long> consumers;
-  std::vector<PointKey> single, multi;  // consumers with one input (point1), with several (point)
-  std::vector<char> scratch;            // prepared scratch buffer (memory_bound kernel)
-  bool ready = false;
-
-  void init(const Bench& b) {
-    index_of.assign(static_cast<std::size_t>(b.max_width), -1);
-    scratch.resize(b.max_scratch);
-    taskbench::TaskGraph::prepare_scratch(scratch.data(), scratch.size());
-    ready = true;
-  }
-};
-
-ThreadState& thread_state(const Bench& b) {
-  thread_local ThreadState s;
-  if (!s.ready) [[unlikely]]
-    s.init(b);
-  return s;
-}
-
-bool live(const taskbench::TaskGraph& g, long t, long point) {
-  const long o = g.offset_at_timestep(t);
-  return point >= o && point < o + g.width_at_timestep(t);
-}
-
-// Output terminals of both template tasks.
-constexpr std::size_t kToSingle = 0;  // edge into point1
-constexpr std::size_t kToMulti = 1;   // edge into point's aggregator
-
-/// Runs task k with its inputs (in inputs_of order; null where missing, which execute_point reports), then sends
-/// its output to its consumers at t + 1, and a start token to the task of the same point at t + 1 if that one
-/// has no input.
-template <class Out>
-void run_point(const Bench& b, ThreadState& s, const PointKey& k, std::size_t n_inputs, Out& out) {
-  const taskbench::TaskGraph& g = (*b.graphs)[static_cast<std::size_t>(k.graph)];
-  const long t = k.t, x = k.point;
-  Output result(x, g.output_bytes);
-  g.execute_point(t, x, result.data(), result.bytes(), s.inputs.data(), s.sizes.data(), n_inputs,
-                  g.scratch_bytes ? s.scratch.data() : nullptr, g.scratch_bytes);
-  if (t + 1 >= g.timesteps) return;
-
-  const InputCounts& counts = b.counts[static_cast<std::size_t>(k.graph)];
-  g.consumers_of(t, x, s.consumers);
-  s.single.clear();
-  s.multi.clear();
-  bool self = false;
-  for (long c : s.consumers) {
-    (counts(t + 1, c) == 1 ? s.single : s.multi).push_back(PointKey{t + 1, k.graph, static_cast<std::int32_t>(c)});
-    self |= c == x;
-  }
-  if (!s.multi.empty()) {
-    if (!s.single.empty()) weft::flow::broadcast<kToSingle>(s.single, result.clone(), out);
-    weft::flow::broadcast<kToMulti>(s.multi, std::move(result), out);
-  } else if (!s.single.empty()) {
-    weft::flow::broadcast<kToSingle>(s.single, std::move(result), out);
-  }
-  if (!self && live(g, t + 1, x) && counts(t + 1, x) == 0)
-    weft::flow::send<kToSingle>(PointKey{t + 1, k.graph, static_cast<std::int32_t>(x)}, Output(), out);
-}
-
-/// Exits 2 with a message if a graph does not fit the 32-bit fields of PointKey and Output.
-void check_limits(const taskbench::App& app) {
+/// Exits 2 with a message if a graph does not fit the 32-bit fields of PointKey and Output (or, on several
+/// processes, the largest Packet).
+void check_limits(const taskbench::App& app, bool several) {
   constexpr long kMax = std::numeric_limits<std::int32_t>::max();
   if (static_cast<long>(app.graphs.size()) > kMax) {
     std::fprintf(stderr, "error: taskbench-weft-flow supports at most %ld graphs (-and)\n", kMax);
@@ -234,94 +37,97 @@ void check_limits(const taskbench::App& app) {
                    std::numeric_limits<std::uint32_t>::max(), g.output_bytes);
       std::exit(2);
     }
+    if (several && g.output_bytes > kMaxPacket) {
+      std::fprintf(stderr,
+                   "error: taskbench-weft-flow on several processes supports -output up to %zu bytes (got %zu): "
+                   "outputs cross processes inline\n",
+                   kMaxPacket, g.output_bytes);
+      std::exit(2);
+    }
   }
 }
+
+/// TASKBENCH_WEFT_FLOW_FAULT=graph:t:point (see Fault), or no fault; exits 2 on a malformed value.
+Fault fault_from_environment(bool several) {
+  Fault f;
+  const char* text = std::getenv("TASKBENCH_WEFT_FLOW_FAULT");
+  if (!text) return f;
+  char end = 0;
+  if (std::sscanf(text, "%ld:%ld:%ld%c", &f.graph, &f.t, &f.point, &end) != 3 || f.graph < 0 || f.t < 0 ||
+      f.point < 0) {
+    std::fprintf(stderr, "error: TASKBENCH_WEFT_FLOW_FAULT='%s': expected graph:t:point\n", text);
+    std::exit(2);
+  }
+  if (!several) {
+    std::fprintf(stderr, "error: TASKBENCH_WEFT_FLOW_FAULT applies to runs on several processes only\n");
+    std::exit(2);
+  }
+  return f;
+}
+
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+/// -workers by default on several processes: the cores this rank may use, not all of the machine's (which
+/// every rank of the node would take, and which a rank bound to one core would run on that core). Those the
+/// launcher bound it to; unbound, the machine's shared by the ranks of this node.
+int default_workers_per_rank() {
+  cpu_set_t mask;
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < hardware) return std::max(1, CPU_COUNT(&mask));
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  return std::max(1, hardware / local);
+}
+#endif
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Several processes when a launcher started several (mpirun -np N, N > 1): the same test as weft's.
+  const int launched = taskbench::launcher_size();
+  const bool several = launched > 1;
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+  // The program initialises MPI itself (weft accepts it at MPI_THREAD_MULTIPLE and then leaves it alone),
+  // because it needs MPI before weft does (its rank for the report and the seeds, the barriers around the timer,
+  // the marks gathered on rank 0) and after weft is done with it (the graph's transport is freed collectively,
+  // before MPI_Finalize). The flags are parsed before MPI_Init, as taskbench-mpi does, so that bad input ends
+  // every rank alike with status 2, only rank 0 saying why. On one process MPI is not initialised at all.
+  taskbench::App app = several ? taskbench::mpi::parse_command_line(argc, argv,
+                                                                    [](taskbench::App& a) { check_limits(a, true); })
+                               : taskbench::App(argc, argv);
+#else
+  // Built without MPI: the launcher's processes would each run the whole graph and report; refuse instead.
+  if (several) {
+    std::fprintf(stderr, "error: taskbench-weft-flow was built without MPI: it runs on one process only, not %d\n",
+                 launched);
+    return 2;
+  }
   taskbench::App app(argc, argv);
+#endif
   app.system_name = "weft-flow";
-  check_limits(app);
+  check_limits(app, several);
+  const Fault fault = fault_from_environment(several);
 
-  const weft::Options options = taskbench::weft_options(app);
-  weft::Runtime rt = taskbench::make_runtime(options);
-  app.display();
-
-  Bench bench{&app.graphs, {}};
-  for (const auto& g : app.graphs) {
-    bench.counts.emplace_back(g);
-    bench.max_width = std::max(bench.max_width, g.max_width);
-    bench.max_scratch = std::max(bench.max_scratch, g.scratch_bytes);
+  Job job;
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+  if (several) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &job.ranks);
+    taskbench::mpi::abort_job_on_failure(job.rank);
+    if (!app.workers_given) app.workers = default_workers_per_rank();
   }
-  const Bench* b = &bench;
-
-  using weft::flow::Aggregator;
-  weft::flow::Edge<PointKey, Output> to_single("one input"), to_multi("inputs");
-  auto point1 = weft::flow::make_tt<PointKey>(
-      [b](const PointKey& k, const Output& in, auto& out) {
-        ThreadState& s = thread_state(*b);
-        const std::size_t n = in.producer() >= 0 ? 1 : 0;  // a start token carries no input
-        s.inputs.assign(1, in.data());
-        s.sizes.assign(1, in.bytes());
-        run_point(*b, s, k, n, out);
-      },
-      weft::flow::edges(to_single), weft::flow::edges(to_single, to_multi), "point1");
-  auto point = weft::flow::make_tt<PointKey>(
-      [b](const PointKey& k, const Aggregator<Output>& in, auto& out) {
-        ThreadState& s = thread_state(*b);
-        const taskbench::TaskGraph& g = (*b->graphs)[static_cast<std::size_t>(k.graph)];
-        // Place the values by producer, in inputs_of order (they arrive in any order).
-        g.inputs_of(k.t, k.point, s.points);
-        const std::size_t n = s.points.size();
-        for (std::size_t i = 0; i < n; ++i) s.index_of[static_cast<std::size_t>(s.points[i])] = static_cast<std::int32_t>(i);
-        s.inputs.assign(n, nullptr);
-        s.sizes.assign(n, 0);
-        for (const Output& v : in) {
-          const long p = v.producer();
-          const std::int32_t i = p >= 0 && p < g.max_width ? s.index_of[static_cast<std::size_t>(p)] : -1;
-          if (i >= 0 && s.inputs[static_cast<std::size_t>(i)] == nullptr) {  // else left missing: reported
-            s.inputs[static_cast<std::size_t>(i)] = v.data();
-            s.sizes[static_cast<std::size_t>(i)] = v.bytes();
-          }
-        }
-        for (long p : s.points) s.index_of[static_cast<std::size_t>(p)] = -1;
-        run_point(*b, s, k, n, out);
-      },
-      weft::flow::edges(weft::flow::make_aggregator(
-          to_multi,
-          [b](const PointKey& k) {
-            return static_cast<std::size_t>(b->counts[static_cast<std::size_t>(k.graph)](k.t, k.point));
-          })),
-      weft::flow::edges(to_single, to_multi), "point");
-  auto flow = weft::flow::graph(rt, point1, point);
-
-  // Start tokens for the tasks without inputs whose point was not live at the previous timestep (all of t = 0);
-  // the others get theirs from that point's task at t - 1. Timestep-major, graphs interleaved.
-  for (long t = 0, steps = app.max_timesteps(); t < steps; ++t) {
-    for (std::size_t k = 0; k < app.graphs.size(); ++k) {
-      const taskbench::TaskGraph& g = app.graphs[k];
-      const long o = g.offset_at_timestep(t), w = g.width_at_timestep(t);
-      for (long i = o; i < o + w; ++i)
-        if ((t == 0 || !live(g, t - 1, i)) && g.num_inputs(t, i) == 0)
-          flow.invoke(PointKey{t, static_cast<std::int32_t>(k), static_cast<std::int32_t>(i)}, Output());
-    }
-  }
-
-  taskbench::start_runtime(rt);
-  const double t0 = taskbench::now_seconds();
-  try {
-    flow.wait();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-  app.report_timing(taskbench::now_seconds() - t0);
-  if (app.verbose > 0) {
-    const weft::Stats s = rt.stats();
-    std::printf("weft: tasks %llu, stolen %llu, immediate successor %llu\n",
-                static_cast<unsigned long long>(s.tasks_executed), static_cast<unsigned long long>(s.tasks_stolen),
-                static_cast<unsigned long long>(s.immediate_successor));
-  }
-  return 0;
+#endif
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+  const int status = job.several() ? run_on_ranks(app, job, fault) : run<Output>(app, job, fault);
+#else
+  const int status = run<Output>(app, job, fault);
+#endif
+#ifdef TASKBENCH_WEFT_FLOW_MPI
+  if (several) MPI_Finalize();
+#endif
+  return status;
 }

@@ -455,6 +455,27 @@ TEST(ValidationDeathTest, TaskRunTwiceOrNeverIsReported) {
   EXPECT_FALSE(app.graphs[0].first_unrun_task(t, p, c));
 }
 
+TEST(ValidationDeathTest, FailureHandlerEndsTheRunInstead) {
+  // What a multi-process implementation installs: its own message and its own way out (MPI_Abort there).
+  auto g = make(DependenceType::stencil_1d, 4, 3);
+  auto in_child = [&](auto&& fail) {
+    tb::set_failure_handler([](const char* message) {
+      std::fprintf(stderr, "handler: %s\n", message);
+      std::_Exit(3);
+    });
+    fail();
+  };
+  EXPECT_EXIT(in_child([&] { run_task(g, 2, 1, [](auto& bufs, auto&, std::size_t&) { bufs[1][0].p = 7; }); }),
+              testing::ExitedWithCode(3),
+              "handler: validation failed: graph 0, task \\(t 2, point 1\\): input 1, record 0: expected "
+              "\\(1, 1\\), received \\(1, 7\\)");
+  char arg0[] = "taskbench", a1[] = "-steps", a2[] = "2";
+  char* argv[] = {arg0, a1, a2};
+  tb::App app(3, argv);
+  EXPECT_EXIT(in_child([&] { app.report_timing(1.0); }), testing::ExitedWithCode(3),
+              "handler: validation failed: graph 0, task \\(t 0, point 0\\) ran 0 times, expected once");
+}
+
 // --- work counts -----------------------------------------------------------------------------------------------
 
 TEST(Counts, TasksDependenciesAndLocality) {

@@ -18,6 +18,10 @@ Behaviour switches, by system name:
   serial   rejects -workers other than 1 (exit 2), like the real one
   mpi      takes its rank count from FAKE_MPI_RANKS (set by fake_mpirun.py), rejects -workers; checks that the
            OpenMPI root variables are set
+  oneproc  refuses to run under (fake) mpirun, as a taskbench-weft-flow built without MPI does
+Any other system started by fake_mpirun.py (NAME@mpi) runs FAKE_MPI_RANKS x -workers workers, and fails if its
+threads would be pinned by weft (WEFT_BIND=cores: worker 0 of every rank on core 0) or if ranks of several
+workers were left bound to one core each (no --bind-to none).
 """
 
 import os
@@ -35,6 +39,7 @@ MODEL = {
     "broken": (0.3e-6, 1.0),
     "hang": (0.3e-6, 1.0),
     "garbled": (0.3e-6, 1.0),
+    "oneproc": (0.3e-6, 1.0),
 }
 
 
@@ -116,6 +121,18 @@ def main():
         workers = int(os.environ.get("FAKE_MPI_RANKS", "0"))
         if workers <= 0:
             fail("not started by mpirun (FAKE_MPI_RANKS unset)", 1)
+    elif "FAKE_MPI_RANKS" in os.environ:
+        ranks = int(os.environ["FAKE_MPI_RANKS"])
+        if system in ("oneproc", "serial"):
+            fail(f"taskbench-{system} was built without MPI: it runs on one process only, not {ranks}")
+        if os.environ.get("OMPI_ALLOW_RUN_AS_ROOT") != "1":
+            fail("OMPI_ALLOW_RUN_AS_ROOT not set", 1)
+        if os.environ.get("WEFT_BIND") == "cores":
+            fail("WEFT_BIND=cores on several ranks: every rank pins its worker 0 to core 0", 1)
+        per_rank = workers or 1
+        if per_rank > 1 and os.environ.get("FAKE_MPI_UNBOUND") != "1":
+            fail(f"{per_rank} workers per rank, each rank bound to one core (no --bind-to none)", 1)
+        workers = ranks * per_rank
     elif workers is None:
         workers = os.cpu_count() or 1
     if system == "serial" and workers != 1:

@@ -18,7 +18,7 @@ sys.path.insert(0, HERE)
 
 import fake_taskbench  # noqa: E402
 
-SYSTEMS = ("weft", "serial", "mpi", "omp-task-gcc", "halfpeak", "broken", "hang", "garbled")
+SYSTEMS = ("weft", "serial", "mpi", "omp-task-gcc", "halfpeak", "broken", "hang", "garbled", "oneproc")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -162,6 +162,54 @@ class EndToEnd(unittest.TestCase):
         self.assertIsNotNone(summary["results"]["1"]["systems"]["weft"]["metg_us"])
         broken_line = next(line for line in r.stdout.splitlines() if line.strip().startswith("broken"))
         self.assertIn("no successful run at -iter 2,1", broken_line)
+
+    def test_ranks_systems_run_under_mpirun_on_two_or_more_ranks(self):
+        out = self.out_dir("ranks")
+        steps, iters = 50, [1024, 256, 64, 16, 4, 1]
+        r = self.metg("--systems", "weft,weft@mpi,weft@mpi:2,mpi", "--cores", "1,2,4", "--steps", str(steps),
+                      "--iters", ",".join(map(str, iters)), "--reps", "1", out=out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("weft@mpi runs on 2 or more ranks of 1 worker: not run on 1 core", r.stderr)
+        self.assertIn("weft@mpi:2 runs on 2 or more ranks of 2 workers: not run on 1,2 cores", r.stderr)
+        with open(os.path.join(out, "runs.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertTrue(all(row["status"] == "ok" for row in rows))
+        cores_of = {}
+        for row in rows:
+            cores_of.setdefault(row["system"], set()).add(int(row["cores"]))
+        self.assertEqual(cores_of["weft@mpi"], {2, 4})
+        self.assertEqual(cores_of["weft@mpi:2"], {4})
+        one = next(x["command"] for x in rows if x["system"] == "weft@mpi" and x["cores"] == "4")
+        self.assertIn("WEFT_BIND=none ", one)  # never weft's own pinning: every rank would pin worker 0 to core 0
+        self.assertIn("-np 4 --oversubscribe " + os.path.join(self.bin, "taskbench-weft "), one)
+        self.assertTrue(one.endswith("-workers 1"))
+        two = next(x["command"] for x in rows if x["system"] == "weft@mpi:2")
+        self.assertIn("-np 2 --oversubscribe --bind-to none ", two)
+        self.assertTrue(two.endswith("-workers 2"))
+        # The fake models ranks x workers like as many threads: the same curve, so the same METG as weft's.
+        with open(os.path.join(out, "summary.json")) as f:
+            results = json.load(f)["results"]
+        for cores in ("2", "4"):
+            systems = results[cores]["systems"]
+            self.assertAlmostEqual(systems["weft@mpi"]["metg_us"] / systems["weft"]["metg_us"], 1.0, places=6)
+        self.assertAlmostEqual(results["4"]["systems"]["weft@mpi:2"]["metg_us"],
+                               results["4"]["systems"]["weft"]["metg_us"], delta=1e-9)
+        self.assertNotIn("weft@mpi", results["1"]["systems"])
+        self.assertIn("weft@mpi:2", r.stdout)
+
+    def test_ranks_system_that_runs_on_one_process_only_is_skipped(self):
+        out = self.out_dir("oneproc")
+        r = self.metg("--systems", "weft,oneproc@mpi", "--cores", "2", "--steps", "5", "--iters", "2,1",
+                      "--reps", "1", out=out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("oneproc@mpi skipped: it does not run on several processes (exit status 2: error: "
+                      "taskbench-oneproc was built without MPI", r.stderr)
+        self.assertNotIn("oneproc", r.stdout)
+        for spec, message in (("weft@mpix", "expected NAME@mpi or NAME@mpi:W"), ("weft@mpi:0", "expected NAME@mpi"),
+                              ("@mpi", "no program before")):
+            r = self.metg("--systems", spec, "--dry-run")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(message, r.stderr)
 
     def test_timeout_kills_the_run_with_a_clear_error(self):
         out = self.out_dir("timeout")

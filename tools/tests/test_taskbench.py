@@ -134,6 +134,40 @@ class Commands(unittest.TestCase):
         self.assertEqual(env, {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
         self.assertIn("OMPI_ALLOW_RUN_AS_ROOT=1 ", taskbench.format_command(argv, env))
 
+    def test_ranks_system(self):
+        p = taskbench.Pattern(steps=5)
+        argv, env = taskbench.command("/b", "weft-flow@mpi", 2, p, 1)
+        self.assertEqual(argv[:5], ["mpirun", "-np", "2", "--oversubscribe", "/b/taskbench-weft-flow"])
+        self.assertEqual(argv[-2:], ["-workers", "1"])
+        self.assertEqual(env, {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                               "WEFT_BIND": "none"})
+        argv, _ = taskbench.command("/b", "weft-flow@mpi:2", 4, p, 1)
+        self.assertEqual(argv[:7], ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none",
+                                    "/b/taskbench-weft-flow"])
+        self.assertEqual(argv[-2:], ["-workers", "2"])
+        with self.assertRaises(ValueError):
+            taskbench.command("/b", "weft-flow@mpi:2", 3, p, 1)
+        argv, _ = taskbench.probe_command("/b", "weft-flow@mpi:3")
+        self.assertEqual(argv[:7], ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none",
+                                    "/b/taskbench-weft-flow"])
+        self.assertEqual(argv[7:], ["-steps", "1", "-width", "2", "-type", "trivial", "-workers", "3"])
+
+    def test_ranks_names(self):
+        self.assertEqual(taskbench.parse_ranks_system("weft-flow@mpi"), ("weft-flow", 1))
+        self.assertEqual(taskbench.parse_ranks_system("weft-flow@mpi:4"), ("weft-flow", 4))
+        for bad in ("weft-flow@mpi4", "weft-flow@mpi:", "weft-flow@mpi:0", "weft-flow@mpi:x", "@mpi"):
+            with self.assertRaises(ValueError, msg=bad):
+                taskbench.parse_ranks_system(bad)
+        self.assertEqual(taskbench.executable("/b", "weft-flow@mpi:2"), "/b/taskbench-weft-flow")
+        self.assertTrue(taskbench.uses_mpirun("weft-flow@mpi") and taskbench.uses_mpirun("mpi"))
+        self.assertFalse(taskbench.uses_mpirun("weft-flow"))
+        # Two ranks at least (one would be the single-process program); whole ranks of W workers.
+        self.assertEqual([c for c in range(1, 9) if taskbench.runs_on("weft-flow@mpi", c)], [2, 3, 4, 5, 6, 7, 8])
+        self.assertEqual([c for c in range(1, 9) if taskbench.runs_on("weft-flow@mpi:2", c)], [4, 6, 8])
+        self.assertEqual([c for c in range(1, 3) if taskbench.runs_on("serial", c)], [1])
+        self.assertEqual(taskbench.order_systems(["weft-flow@mpi", "weft-flow", "mpi", "weft"]),
+                         ["weft", "weft-flow", "mpi", "weft-flow@mpi"])
+
     def test_serial_only_on_one_core(self):
         argv, _ = taskbench.command("/b", "serial", 1, taskbench.Pattern(), 1)
         self.assertEqual(argv[-2:], ["-workers", "1"])
@@ -153,6 +187,8 @@ class Commands(unittest.TestCase):
         self.assertEqual(taskbench.system_kind("mpi-openmp"), "mpi")
         self.assertEqual(taskbench.system_kind("serial"), "serial")
         self.assertEqual(taskbench.system_kind("omp-task-gcc"), "threads")
+        self.assertEqual(taskbench.system_kind("weft-flow@mpi"), "ranks")
+        self.assertEqual(taskbench.system_kind("weft-flow@mpi:2"), "ranks")
 
 
 class Discovery(unittest.TestCase):
@@ -166,6 +202,13 @@ class Discovery(unittest.TestCase):
             with open(os.path.join(d, "taskbench-notexec"), "w") as f:
                 f.write("")
             self.assertEqual(taskbench.discover_systems(d), ["weft", "serial", "mpi", "zeta"])
+            # A program that can run on several processes brings its NAME@mpi system along.
+            path = os.path.join(d, "taskbench-weft-flow")
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(path, stat.S_IRWXU)
+            self.assertEqual(taskbench.discover_systems(d), ["weft", "weft-flow", "serial", "mpi", "weft-flow@mpi",
+                                                             "zeta"])
         self.assertEqual(taskbench.discover_systems("/nonexistent/dir"), [])
 
 

@@ -251,13 +251,14 @@ QUICK = {
     "iter_factor": 4,
     "reps": 3,
     "cores": [1, 2],
-    "systems": ["weft", "weft-taskiter", "weft-flow", "serial", "mpi", "omp-task-gcc", "omp-task-clang",
-                "omp-for-gcc", "tbb"],
+    "systems": ["weft", "weft-taskiter", "weft-flow", "serial", "mpi", "weft-flow@mpi", "omp-task-gcc",
+                "omp-task-clang", "omp-for-gcc", "tbb"],
 }
 QUICK_HELP = (f"preset for a short run (under 3 minutes on 2 cores): -steps {QUICK['steps']}, -iter from "
               f"{QUICK['max_iter']} down to 1 by factors of {QUICK['iter_factor']}, {QUICK['reps']} repetitions, "
               f"cores {','.join(map(str, QUICK['cores']))}, systems {','.join(QUICK['systems'])} (those built; "
-              f"mpi only if mpirun is found); options given explicitly override it")
+              f"mpi and weft-flow@mpi only if mpirun is found, the latter only if it runs on several processes); "
+              f"options given explicitly override it")
 
 
 @dataclasses.dataclass
@@ -362,7 +363,8 @@ Outputs in --out: runs.csv (every run), points.csv (medians), summary.json, summ
 metg-<N>cores.png (FLOP/s vs iterations and efficiency vs granularity, one line per system).""")
     p.add_argument("--systems", default=None,
                    help="comma-separated systems (executables taskbench-<system> in --bin), or 'all' for every one "
-                        "built (default)")
+                        "built (default); <system>@mpi runs taskbench-<system> under mpirun, one rank per core and "
+                        "one worker per rank (weft-flow@mpi), <system>@mpi:W with W workers per rank")
     p.add_argument("--bin", default=None, help=f"directory of the executables (default: <repo>/{DEFAULT_BIN})")
     p.add_argument("--type", default="stencil_1d", help="dependence type (default stencil_1d)")
     p.add_argument("--radix", type=int_at_least(0), default=None, help="-radix of the graphs (default: theirs)")
@@ -462,6 +464,12 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
         bad = [s for s in requested if "/" in s or s.startswith(".")]
         if bad:
             raise UsageError(f"--systems: '{bad[0]}' is not a system name")
+        for s in requested:
+            if taskbench.system_kind(s) == "ranks":
+                try:
+                    taskbench.parse_ranks_system(s)
+                except ValueError as e:
+                    raise UsageError(f"--systems: {e}") from None
         explicit = True
 
     if requested is None:
@@ -483,18 +491,29 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
         if unbuilt:
             notes.append(f"not built in {bin_dir}, skipped: {', '.join(unbuilt)}")
     if not args.dry_run:
-        if any(taskbench.system_kind(s) == "mpi" for s in systems) and shutil.which(mpirun[0]) is None:
+        if any(taskbench.uses_mpirun(s) for s in systems) and shutil.which(mpirun[0]) is None:
             notes.append(f"{mpirun[0]} not found: MPI systems skipped")
-            systems = [s for s in systems if taskbench.system_kind(s) != "mpi"]
+            systems = [s for s in systems if not taskbench.uses_mpirun(s)]
+        for s in [s for s in systems if taskbench.system_kind(s) == "ranks"]:
+            failure = probe_ranks_system(bin_dir, s, mpirun, args.timeout)
+            if failure:
+                notes.append(f"{s} skipped: it does not run on several processes ({failure})")
+                systems.remove(s)
     if not systems:
         raise UsageError("none of the requested systems is built in " + bin_dir +
                          ("" if not notes else " (" + "; ".join(notes) + ")"))
 
-    if "serial" in systems and any(c > 1 for c in cores):
-        notes.append("serial runs on one core only: not run on " +
-                     ",".join(str(c) for c in cores if c > 1) + " cores")
-    if all(taskbench.system_kind(s) == "serial" for s in systems) and 1 not in cores:
-        raise UsageError("nothing to run: serial runs on one core only and --cores does not include 1")
+    for s in systems:
+        skipped = [c for c in cores if not taskbench.runs_on(s, c)]
+        if skipped and s == "serial":
+            notes.append("serial runs on one core only: not run on " + ",".join(map(str, skipped)) + " cores")
+        elif skipped:
+            w = taskbench.workers_per_process(s)
+            notes.append(f"{s} runs on 2 or more ranks of {w} worker{'s' if w > 1 else ''}: not run on " +
+                         ",".join(map(str, skipped)) + f" core{'s' if skipped != [1] else ''}")
+    if not any(taskbench.runs_on(s, c) for s in systems for c in cores):
+        raise UsageError("nothing to run: no requested system runs on the --cores given (" +
+                         "; ".join(n for n in notes if "not run on" in n) + ")")
 
     baseline = args.baseline
     if baseline is None:
@@ -517,13 +536,27 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
     return config, notes
 
 
+def probe_ranks_system(bin_dir: str, system: str, mpirun: tuple[str, ...], timeout: float) -> str | None:
+    """None if `system` (NAME@mpi[:W]) runs on two processes, else why not (the end of its stderr)."""
+    argv, env = taskbench.probe_command(bin_dir, system, mpirun)
+    result = runner.run(argv, env, timeout)
+    if result.ok:
+        try:
+            taskbench.parse_summary(result.stdout)
+            return None
+        except taskbench.SummaryError as e:
+            return f"bad output: {e}"
+    first = next((line for line in result.stderr.splitlines() if line.strip()), "")
+    return result.describe_failure(timeout) + (f": {first.strip()}" if first else "")
+
+
 def planned_runs(config: Config) -> list[tuple[int, int, int, str]]:
     """(rep, cores, iterations, system) in execution order: per repetition, per core count, per iteration count,
     every system back to back; the order of systems rotates with the repetition."""
     plan = []
     for rep in range(config.reps):
         for cores in config.cores:
-            systems = [s for s in config.systems if taskbench.system_kind(s) != "serial" or cores == 1]
+            systems = [s for s in config.systems if taskbench.runs_on(s, cores)]
             k = rep % len(systems) if systems else 0
             rotated = systems[k:] + systems[:k]
             for iterations in config.iterations:
@@ -817,9 +850,7 @@ def main(argv: list[str] | None = None) -> int:
             if rep:
                 break
             argv_, env = taskbench.command(config.bin_dir, system, cores, config.pattern, iterations, config.mpirun)
-            missing = "" if taskbench.is_runnable(argv_[0] if taskbench.system_kind(system) != "mpi"
-                                                  else taskbench.executable(config.bin_dir, system)) \
-                else "   # not built"
+            missing = "" if taskbench.is_runnable(taskbench.executable(config.bin_dir, system)) else "   # not built"
             print(taskbench.format_command(argv_, env) + missing)
         return 0
 

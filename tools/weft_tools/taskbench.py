@@ -15,10 +15,15 @@ import shlex
 # Systems in the order tables and plots list them; executables found in a build directory but not listed here
 # come after these, alphabetically.
 KNOWN_SYSTEMS = (
-    "weft", "weft-taskiter", "weft-flow", "serial", "mpi",
+    "weft", "weft-taskiter", "weft-flow", "serial", "mpi", "mpi-nonblock", "weft-flow@mpi",
     "omp-for-gcc", "omp-task-gcc", "omp-for-clang", "omp-task-clang", "tbb",
 )
 EXECUTABLE_PREFIX = "taskbench-"
+
+# A thread-based program run on several MPI processes (one that supports it: taskbench-weft-flow): the system
+# NAME@mpi is taskbench-NAME under mpirun with one rank per core and one worker per rank, as taskbench-mpi runs;
+# NAME@mpi:W gives each rank W workers (cores / W ranks: a multiple of W cores, at least two ranks).
+RANKS_SUFFIX = "@mpi"
 
 # Environment OpenMPI needs to start as root (containers, CI); harmless otherwise.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -108,7 +113,10 @@ def parse_summary(text: str) -> Summary:
 # --- systems ------------------------------------------------------------------------------------------------
 
 def system_kind(name: str) -> str:
-    """'mpi' (ranks started by mpirun), 'serial' (one core only) or 'threads' (-workers N)."""
+    """'mpi' (ranks started by mpirun), 'ranks' (NAME@mpi: workers on ranks started by mpirun), 'serial' (one
+    core only) or 'threads' (-workers N)."""
+    if RANKS_SUFFIX in name:
+        return "ranks"
     if name == "mpi" or name.startswith("mpi-"):
         return "mpi"
     if name == "serial":
@@ -116,8 +124,43 @@ def system_kind(name: str) -> str:
     return "threads"
 
 
+def uses_mpirun(name: str) -> bool:
+    return system_kind(name) in ("mpi", "ranks")
+
+
+def parse_ranks_system(name: str) -> tuple[str, int]:
+    """(program, workers per rank) of a NAME@mpi or NAME@mpi:W system; ValueError if it is malformed."""
+    program, _, spec = name.partition(RANKS_SUFFIX)
+    workers = 1
+    if spec:
+        if not spec.startswith(":") or not spec[1:].isdigit() or int(spec[1:]) < 1:
+            raise ValueError(f"'{name}': expected NAME{RANKS_SUFFIX} or NAME{RANKS_SUFFIX}:W, W workers per rank")
+        workers = int(spec[1:])
+    if not program:
+        raise ValueError(f"'{name}': no program before '{RANKS_SUFFIX}'")
+    return program, workers
+
+
+def workers_per_process(name: str) -> int:
+    """Cores one process of `name` uses: W for NAME@mpi:W, 1 for every other system (MPI: one rank per core)."""
+    return parse_ranks_system(name)[1] if system_kind(name) == "ranks" else 1
+
+
+def runs_on(name: str, cores: int) -> bool:
+    """Whether `name` runs on `cores` cores: serial on one; NAME@mpi:W on 2 or more ranks of W workers (one rank
+    would be the single-process program, measured as NAME); the others on any count."""
+    kind = system_kind(name)
+    if kind == "serial":
+        return cores == 1
+    if kind == "ranks":
+        w = workers_per_process(name)
+        return cores % w == 0 and cores // w >= 2
+    return True
+
+
 def executable(bin_dir: str, name: str) -> str:
-    return os.path.join(bin_dir, EXECUTABLE_PREFIX + name)
+    program = parse_ranks_system(name)[0] if system_kind(name) == "ranks" else name
+    return os.path.join(bin_dir, EXECUTABLE_PREFIX + program)
 
 
 def is_runnable(path: str) -> bool:
@@ -125,7 +168,8 @@ def is_runnable(path: str) -> bool:
 
 
 def discover_systems(bin_dir: str) -> list[str]:
-    """The systems whose taskbench-<system> executable is in bin_dir, in KNOWN_SYSTEMS order then by name."""
+    """The systems whose taskbench-<system> executable is in bin_dir, and the NAME@mpi systems of KNOWN_SYSTEMS
+    whose program is there, in KNOWN_SYSTEMS order then by name."""
     try:
         entries = os.listdir(bin_dir)
     except OSError:
@@ -133,6 +177,7 @@ def discover_systems(bin_dir: str) -> list[str]:
     found = [e[len(EXECUTABLE_PREFIX):] for e in entries
              if e.startswith(EXECUTABLE_PREFIX) and len(e) > len(EXECUTABLE_PREFIX)
              and is_runnable(os.path.join(bin_dir, e))]
+    found += [s for s in KNOWN_SYSTEMS if system_kind(s) == "ranks" and parse_ranks_system(s)[0] in found]
     return order_systems(found)
 
 
@@ -183,9 +228,32 @@ def command(bin_dir: str, system: str, cores: int, pattern: Pattern, iterations:
     if kind == "mpi":
         # One rank per core; --oversubscribe so that asking for more ranks than OpenMPI counts slots still runs.
         return [*mpirun, "-np", str(cores), "--oversubscribe", exe, *flags], dict(MPI_ENV)
+    if kind == "ranks":
+        return ranks_command(mpirun, exe, system, cores, flags)
     if kind == "serial" and cores != 1:
         raise ValueError("serial runs on one core only")
     return [exe, *flags, "-workers", str(cores)], bind_env(system)
+
+
+def ranks_command(mpirun: tuple[str, ...], exe: str, system: str, cores: int,
+                  flags: list[str]) -> tuple[list[str], dict[str, str]]:
+    """NAME@mpi[:W] on `cores` cores: cores / W ranks of W workers. One worker per rank: mpirun binds each rank to
+    a core, as it does taskbench-mpi's. Several: --bind-to none, the OS places the threads. WEFT_BIND=none in
+    both cases: weft's own pinning (worker i to core i) would put worker 0 of every rank on core 0."""
+    _, workers = parse_ranks_system(system)
+    if cores % workers:
+        raise ValueError(f"{system} runs {workers} workers per rank: the core count must be a multiple of {workers}")
+    bind = ["--bind-to", "none"] if workers > 1 else []
+    argv = [*mpirun, "-np", str(cores // workers), "--oversubscribe", *bind, exe, *flags, "-workers", str(workers)]
+    return argv, dict(MPI_ENV) | {"WEFT_BIND": "none"}
+
+
+def probe_command(bin_dir: str, system: str, mpirun: tuple[str, ...] = ("mpirun",)) -> tuple[list[str], dict[str, str]]:
+    """A run of a NAME@mpi[:W] system on two ranks and a trivial graph, which fails unless the program can run on
+    several processes (a taskbench-weft-flow built without MPI refuses them)."""
+    workers = parse_ranks_system(system)[1]
+    return ranks_command(mpirun, executable(bin_dir, system), system, 2 * workers,
+                         ["-steps", "1", "-width", "2", "-type", "trivial"])
 
 
 def format_command(argv: list[str], env: dict[str, str]) -> str:

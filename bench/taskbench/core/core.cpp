@@ -392,13 +392,9 @@ void App::report_timing(double elapsed) const {
     for (const auto& g : graphs) {
       long t = 0, p = 0;
       unsigned count = 0;
-      if (g.first_unrun_task(t, p, count)) {
-        std::fflush(stdout);
-        std::fprintf(stderr,
-                     "error: validation failed: graph %ld, task (t %ld, point %ld) ran %u times, expected once\n",
-                     g.graph_index, t, p, count);
-        std::exit(1);
-      }
+      if (g.first_unrun_task(t, p, count))
+        fail_run("validation failed: graph " + std::to_string(g.graph_index) + ", task (t " + std::to_string(t) +
+                 ", point " + std::to_string(p) + ") ran " + std::to_string(count) + " times, expected once");
     }
   }
 

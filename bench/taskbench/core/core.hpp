@@ -16,7 +16,7 @@
 // report_timing checks that every task of every graph has its mark, unless -skip-graph-validation was given.
 // A multi-process implementation (MPI) gathers the marks of all ranks into the reporting rank first:
 // TaskGraph::run_marks() on each rank, a sum (MPI_Reduce, MPI_UNSIGNED_CHAR, MPI_SUM), then set_run_marks() on
-// the reporting rank.
+// the reporting rank; and it installs a failure handler (set_failure_handler) that ends the whole job.
 //
 // Buffers: execute_point validates and fills whole 16-byte records; implementations allocate output_bytes per
 // output and scratch_bytes per scratch buffer (prepared once with prepare_scratch; a scratch buffer may be
@@ -75,6 +75,15 @@ double hash_uniform(const std::int64_t* values, std::size_t n);
 
 /// Wall clock in seconds (steady clock), for timing runs.
 double now_seconds();
+
+/// How a failed check ends the run (a task's validation, the end-of-run exactly-once check). The default
+/// prints "error: <message>" on stderr and exits the process with status 1. A multi-process implementation
+/// installs a handler that names its process and ends the whole job (MPI_Abort), so that no other process is
+/// left waiting for this one. A handler must not return; it may be called from any thread, once per process.
+using FailureHandler = void (*)(const char* message);
+void set_failure_handler(FailureHandler handler);
+/// Ends the run through the failure handler (message: "validation failed: ...", without "error: ").
+[[noreturn]] void fail_run(const std::string& message);
 
 /// One task graph: shape (spec section 2), kernel (section 4) and validation (section 3). Points are absolute
 /// indices 0 .. max_width-1; at timestep t the live points are offset_at_timestep(t) .. + width_at_timestep(t) - 1.

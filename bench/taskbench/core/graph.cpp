@@ -281,18 +281,31 @@ void TaskGraph::check() const {
 namespace {
 
 std::atomic<bool> g_failing{false};
+std::atomic<FailureHandler> g_failure_handler{nullptr};
 
-// Prints one validation message and ends the process with status 1; a second failing thread waits for the
-// first one's exit instead of printing too.
-[[noreturn]] void validation_failure(const std::string& message) {
+}  // namespace
+
+void set_failure_handler(FailureHandler handler) { g_failure_handler.store(handler); }
+
+// One message, then the end of the process (or of the job): a second failing thread waits for the first one's
+// exit instead of printing too.
+void fail_run(const std::string& message) {
   if (g_failing.exchange(true)) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   std::fflush(stdout);
-  std::fprintf(stderr, "error: validation failed: %s\n", message.c_str());
+  if (const FailureHandler handler = g_failure_handler.load()) {
+    handler(message.c_str());
+    std::abort();  // a handler that returns breaks its contract; never carry on after a failed check
+  }
+  std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
   std::_Exit(1);
 }
+
+namespace {
+
+[[noreturn]] void validation_failure(const std::string& message) { fail_run("validation failed: " + message); }
 
 std::string task_name(const TaskGraph& g, long t, long point) {
   return "graph " + std::to_string(g.graph_index) + ", task (t " + std::to_string(t) + ", point " +

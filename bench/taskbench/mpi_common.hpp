@@ -1,0 +1,79 @@
+// What the Task Bench programs that run on several MPI processes share (taskbench-mpi, taskbench-mpi-nonblock, and
+// taskbench-weft-flow under mpirun), besides launcher.hpp: the command line parsed on every rank with only rank
+// 0's messages shown, the exactly-once marks gathered on rank 0, and failures that end the whole job.
+#pragma once
+
+#include <mpi.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/core.hpp"
+#include "launcher.hpp"
+
+namespace taskbench::mpi {
+
+/// Parses the command line before MPI_Init, then runs `check(app)` (which may exit too), so that a rank that
+/// exits (bad flags, -h, --dump-graph) leaves MPI untouched and mpirun returns its exit status. Every rank
+/// parses; only rank 0's messages are shown.
+template <class Check>
+App parse_command_line(int argc, char** argv, Check&& check) {
+  struct Silence {
+    int saved_out = -1, saved_err = -1;
+    explicit Silence(bool on) {
+      if (!on) return;
+      std::fflush(stdout);
+      std::fflush(stderr);
+      const int null = ::open("/dev/null", O_WRONLY);
+      if (null < 0) return;
+      saved_out = ::dup(1);
+      saved_err = ::dup(2);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::close(null);
+    }
+    ~Silence() {
+      if (saved_out < 0) return;
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::dup2(saved_out, 1);
+      ::dup2(saved_err, 2);
+      ::close(saved_out);
+      ::close(saved_err);
+    }
+  } silence(launcher_rank() != 0);
+  App app(argc, argv);
+  check(app);
+  return app;
+}
+
+/// Sums every rank's exactly-once marks into rank 0's graphs, for its end-of-run check (collective).
+inline void gather_run_marks(App& app, int rank) {
+  if (app.skip_graph_validation) return;
+  for (TaskGraph& graph : app.graphs) {
+    const std::vector<unsigned char> mine = graph.run_marks();
+    std::vector<unsigned char> sum(mine.size());
+    MPI_Reduce(mine.data(), sum.data(), static_cast<int>(mine.size()), MPI_UNSIGNED_CHAR, MPI_SUM, 0,
+               MPI_COMM_WORLD);
+    if (rank == 0) graph.set_run_marks(sum);
+  }
+}
+
+inline int g_failing_rank = 0;
+
+/// A failed check on this rank ends the whole job: "error: rank R: <message>" on stderr, then MPI_Abort (a
+/// plain exit would leave the other ranks waiting for this one's messages until mpirun noticed).
+inline void abort_job_on_failure(int rank) {
+  g_failing_rank = rank;
+  set_failure_handler([](const char* message) {
+    std::fprintf(stderr, "error: rank %d: %s\n", g_failing_rank, message);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);  // MPI_Abort does not return; in case it does
+  });
+}
+
+}  // namespace taskbench::mpi
