@@ -106,6 +106,13 @@ class Remote final : public RemoteBase {
     else
       td_.counted_send(dest, kind_, header, payload);
     progress_.fetch_add(1, std::memory_order_relaxed);
+    // The message waits in the aggregation buffer until a poll: this worker polls as soon as its task ends,
+    // rather than after the next tasks (a local successor would otherwise run first, and the ranks would take
+    // turns instead of working at once).
+    if (wd::Worker* w = wd::tls_worker) {
+      w->last_busy_poll = {};
+      w->progress_countdown.store(1, std::memory_order_relaxed);
+    }
   }
 
   [[noreturn]] void fail(const std::string& what) noexcept override { comm::abort_job(what); }
