@@ -268,13 +268,7 @@ int main(int argc, char** argv) {
   App app = mpi::parse_command_line(argc, argv, [](App& a) { a.require_single_worker(kSystem); });
   app.system_name = kSystem;
 
-  MPI_Init(&argc, &argv);
-  // The default, made explicit: an MPI error aborts the whole job rather than leaving the other ranks waiting.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  mpi::abort_job_on_failure(rank);
+  const auto [rank, ranks] = mpi::start_job(argc, argv);
   if (rank == 0) app.display();
 
   {

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "core/core.hpp"
@@ -74,6 +75,19 @@ inline void abort_job_on_failure(int rank) {
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::_Exit(1);  // MPI_Abort does not return; in case it does
   });
+}
+
+/// The start of a job of the MPI programs: MPI_Init, MPI errors fatal (the default, made explicit: an MPI error
+/// aborts the whole job rather than leaving the other ranks waiting), failed checks ending the job. Returns
+/// {rank, ranks}.
+inline std::pair<int, int> start_job(int& argc, char**& argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  abort_job_on_failure(rank);
+  return {rank, ranks};
 }
 
 }  // namespace taskbench::mpi

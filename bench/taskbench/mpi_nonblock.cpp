@@ -142,12 +142,7 @@ int main(int argc, char** argv) {
   App app = mpi::parse_command_line(argc, argv, [](App& a) { a.require_single_worker(kSystem); });
   app.system_name = kSystem;
 
-  MPI_Init(&argc, &argv);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  mpi::abort_job_on_failure(rank);
+  const auto [rank, ranks] = mpi::start_job(argc, argv);
   int* tag_ub = nullptr;
   int has_tag_ub = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_tag_ub);

@@ -235,7 +235,7 @@ class Remote final : public RemoteBase {
       const WireHeader h = header_of(m, g_);
       void* handle = nullptr;
       std::span<std::byte> dst = g_.tts[h.tt]->place_remote(h, m.payload_size(), handle);
-      Placed p{h.tt, handle, nullptr};
+      Placed p{handle, nullptr};
       if (dst.empty()) {
         p.bytes = std::make_unique<std::byte[]>(m.payload_size());
         dst = {p.bytes.get(), m.payload_size()};
@@ -295,7 +295,6 @@ class Remote final : public RemoteBase {
   std::atomic<bool> active_{false};   // this rank's view of the detector's active flag (under the token)
   std::atomic<bool> running_{false};  // a fence is executing
   struct Placed {
-    std::uint32_t tt;
     void* handle;                        // what place_remote returned, for deliver_remote
     std::unique_ptr<std::byte[]> bytes;  // or a buffer of ours
   };
