@@ -70,6 +70,13 @@ struct ProfileOptions {
   bool active() const { return enabled || print || !json_file.empty() || !trace_file.empty(); }
 };
 
+/// Who drives the communication of a job of several processes (Options::comm_thread).
+enum class CommThread : unsigned char {
+  automatic,  ///< `on` when a core is spare for it, `off` otherwise
+  on,         ///< a thread of its own
+  off,        ///< the workers
+};
+
 struct Options {
   /// Workers, the run() caller included. 1 in a default-constructed Options; from_environment() (and Runtime())
   /// take WEFT_NUM_THREADS, or all hardware threads when it is unset.
@@ -92,6 +99,17 @@ struct Options {
   /// (tasks pending, messages per epoch, outstanding operations, messages held) and ends the job. Set it above
   /// the longest task. 0: off. Environment: WEFT_WATCHDOG=seconds (default 0, at most 10^6).
   double watchdog_seconds = 0;
+  /// Several processes: who makes MPI progress while a fence()/wait() runs.
+  ///   off: the workers poll MPI between tasks and when idle (no thread of its own: right when every core runs
+  ///        a worker, where a thread that spins or sleeps costs microseconds to milliseconds per message).
+  ///   on:  one more thread per process polls MPI without pause and hands the tasks that messages make ready
+  ///        to the workers, which never call MPI; worth it when a core is free for it.
+  ///   automatic: on when a core is spare, that is when this process may use at least num_threads + 1 cores
+  ///        (its CPU affinity mask; a mask of the whole machine is shared with the other processes of the job
+  ///        on this node, as the launcher reports them: OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), off
+  ///        otherwise, and off for a single process.
+  /// Environment: WEFT_COMM_THREAD=auto|on|off (default auto).
+  CommThread comm_thread = CommThread::automatic;
 
   /// Options read from the WEFT_* variables above; unset variables keep their defaults.
   /// Throws config_error naming the variable for a malformed or out-of-range value.

@@ -214,6 +214,6 @@ void Context::taskwait_on(const void* address) {
 }
 
 unsigned Context::worker_id() const { return worker_->id; }
-unsigned Context::num_workers() const { return static_cast<unsigned>(worker_->engine->workers.size()); }
+unsigned Context::num_workers() const { return worker_->engine->options.num_threads; }
 
 }  // namespace weft

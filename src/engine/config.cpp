@@ -100,6 +100,16 @@ Options Options::from_environment() {
   if (const char* v = std::getenv("WEFT_TRACE_BUFFER"))
     o.profile.trace_buffer = static_cast<std::size_t>(parse_integer("WEFT_TRACE_BUFFER", v, 1, kMaxTraceBuffer));
   if (const char* v = std::getenv("WEFT_WATCHDOG")) o.watchdog_seconds = parse_seconds("WEFT_WATCHDOG", v, kMaxWatchdog);
+  if (const char* v = std::getenv("WEFT_COMM_THREAD")) {
+    if (std::strcmp(v, "auto") == 0)
+      o.comm_thread = CommThread::automatic;
+    else if (std::strcmp(v, "on") == 0)
+      o.comm_thread = CommThread::on;
+    else if (std::strcmp(v, "off") == 0)
+      o.comm_thread = CommThread::off;
+    else
+      throw config_error(std::string("weft: WEFT_COMM_THREAD='") + v + "' is invalid: expected auto, on or off");
+  }
   return o;
 }
 
@@ -113,6 +123,9 @@ void Options::validate() const {
   if (!(watchdog_seconds >= 0 && watchdog_seconds <= kMaxWatchdog))
     throw config_error("weft: Options::watchdog_seconds=" + std::to_string(watchdog_seconds) +
                        " is invalid: expected 0 (off) to " + std::to_string(static_cast<long long>(kMaxWatchdog)));
+  if (comm_thread != CommThread::automatic && comm_thread != CommThread::on && comm_thread != CommThread::off)
+    throw config_error("weft: Options::comm_thread=" + std::to_string(static_cast<int>(comm_thread)) +
+                       " is invalid: expected CommThread::automatic, on or off");
   if (profile.trace_buffer < 1 || profile.trace_buffer > kMaxTraceBuffer)
     throw config_error("weft: Options::profile.trace_buffer=" + std::to_string(profile.trace_buffer) +
                        " is invalid: expected 1 to " + std::to_string(kMaxTraceBuffer));

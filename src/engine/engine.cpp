@@ -15,9 +15,11 @@
 #include "engine/kind.hpp"
 #include "trace/hooks.hpp"
 #include "trace/recorder.hpp"
+#include "weft/profile.hpp"
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -222,25 +224,67 @@ void wake_child_waiter(Worker& w, Task* p) {
 // (seq_cst) before it reads the users: in the single total order, either the user's read comes after the clear
 // (it sees none) or its increment comes before the detacher's read of the users (which then waits for it).
 
+// With a communication thread the source goes to threaded_ instead, which only that thread reads: the same
+// protocol, with the thread as the one user.
+
 void Engine::attach_progress(const ProgressSource* s) {
   const ProgressSource* none = nullptr;
-  if (!progress_.compare_exchange_strong(none, s, std::memory_order_seq_cst))
+  if (!(progress_worker ? threaded_ : progress_).compare_exchange_strong(none, s, std::memory_order_seq_cst))
     throw std::logic_error("weft: a progress source is already attached to this runtime");
+  if (progress_worker) {
+    { std::lock_guard<std::mutex> g(sleep_mutex); }  // the thread checks the source under it before it sleeps
+    sleep_cv.notify_all();
+    return;
+  }
   for (auto& w : workers) w->progress_countdown.store(kProgressPollEvery, std::memory_order_relaxed);
   wake_all();  // sleepers re-evaluate with the source (it may demand polling already)
 }
 
 void Engine::detach_progress() noexcept {
   progress_.store(nullptr, std::memory_order_seq_cst);
+  threaded_.store(nullptr, std::memory_order_seq_cst);
   while (progress_users_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
-std::size_t Engine::poll_progress() noexcept {
+std::size_t Engine::poll_source(std::atomic<const ProgressSource*>& slot) noexcept {
   progress_users_.fetch_add(1, std::memory_order_seq_cst);
   std::size_t n = 0;
-  if (const ProgressSource* s = progress_.load(std::memory_order_seq_cst)) n = s->poll(s->ctx);
+  if (const ProgressSource* s = slot.load(std::memory_order_seq_cst)) n = s->poll(s->ctx);
   progress_users_.fetch_sub(1, std::memory_order_release);
   return n;
+}
+
+std::size_t Engine::poll_progress() noexcept { return poll_source(progress_); }
+
+// The communication thread (Options::comm_thread): while a source is attached it polls it back to back; the
+// tasks that messages make ready go to its worker's queues (detached_submit, schedule), whence the workers,
+// woken by the push, steal them. It returns the credits it took on the anchor's count after every poll, so that
+// a fence waiting for the count to reach zero is not held up by them. Between fences it sleeps.
+void Engine::progress_main() {
+  Worker& w = *progress_worker;
+  tls_worker = &w;
+  unsigned empty = 0;
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (!threaded_.load(std::memory_order_acquire)) {
+      std::unique_lock<std::mutex> lk(sleep_mutex);
+      sleep_cv.wait(lk, [&] {
+        return stop_.load(std::memory_order_relaxed) || threaded_.load(std::memory_order_relaxed) != nullptr;
+      });
+      continue;
+    }
+    const std::size_t n = poll_source(threaded_);
+    if (w.counted) flush_completions(w);
+    // A core of its own: spin between empty polls; after a while yield too, in case that core is shared after
+    // all (WEFT_COMM_THREAD=on on a busy machine).
+    if (n != 0) {
+      empty = 0;
+    } else if (++empty < 1024) {
+      WEFT_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  tls_worker = nullptr;
 }
 
 ProgressDemand Engine::progress_demand() noexcept {
@@ -563,7 +607,9 @@ void detached_submit(Task* t, Task* anchor) {
   Task* const a = anchor;
   // Tested only when this worker is about to touch the anchor's count (count_new_child takes credits): about
   // once per kCredit sends, so the bound is max_tasks + kCredit per worker.
-  if ((w.counted_parent != a || w.counted == 0) && tls_send_throttle_depth < kMaxSendThrottleDepth) [[unlikely]] {
+  // (Not on the communication thread, which must not run tasks: it delivers what other ranks sent.)
+  if ((w.counted_parent != a || w.counted == 0) && tls_send_throttle_depth < kMaxSendThrottleDepth &&
+      !w.progress_only) [[unlikely]] {
     const auto limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
     if (unfinished_children(w, a) >= limit) throttle_sends(w, a, limit);
   }
@@ -608,23 +654,63 @@ void free_large_body(void* p, std::size_t, std::size_t align) { ::operator delet
 // Runtime
 // ---------------------------------------------------------------------------------------------------------
 
+namespace {
+// A whole decimal environment variable, or -1.
+int env_count(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || *v < '0' || *v > '9') return -1;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  return *end == '\0' && x < 0x7fffffff ? static_cast<int>(x) : -1;
+}
+
+// CommThread::automatic: does this process have a core for a communication thread, beside its workers? Only in
+// a job of several processes (one process has nothing to communicate). A CPU mask smaller than the machine is
+// this process's own (a launcher that binds its ranks); the machine's whole mask is shared with the job's other
+// processes on this node, as the launcher counts them (unknown: no core is spare).
+bool spare_core(unsigned workers) {
+  if (!process_rank().several()) return false;
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return false;
+  const long cores = CPU_COUNT(&mask);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  long sharing = 1;
+  if (cores >= online) {
+    int local = env_count("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local < 1) local = env_count("MPI_LOCALNRANKS");
+    if (local < 1) return false;
+    sharing = local;
+  }
+  return cores >= sharing * (static_cast<long>(workers) + 1);
+}
+}  // namespace
+
 Engine::Engine(const Options& o) : options(o) {
   options.validate();
   for (unsigned i = 0; i < options.num_threads; ++i) {
     workers.push_back(std::make_unique<Worker>(*this, i));
     workers.back()->immediate_successor = options.immediate_successor;
   }
+  if (options.comm_thread == CommThread::on ||
+      (options.comm_thread == CommThread::automatic && spare_core(options.num_threads))) {
+    workers.push_back(std::make_unique<Worker>(*this, options.num_threads));
+    progress_worker = workers.back().get();
+    progress_worker->progress_only = true;
+    progress_worker->immediate_successor = false;  // its ready tasks are for the others: always queued
+  }
   if (options.profile.active()) {
     recorder = std::make_unique<trace::Recorder>(*this, options.profile, options.num_threads);
     for (unsigned i = 0; i < options.num_threads; ++i) workers[i]->trace = &recorder->log(i);
   }
   for (unsigned i = 1; i < options.num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
+  if (progress_worker) progress_thread_ = std::thread([this] { progress_main(); });
 }
 
 Engine::~Engine() {
   stop_.store(true, std::memory_order_release);
-  wake_all();  // idle sleepers and workers between runs
+  wake_all();  // idle sleepers and workers between runs, and the communication thread
   for (auto& t : threads_) t.join();
+  if (progress_thread_.joinable()) progress_thread_.join();
   if (recorder) recorder->finish();
 }
 
@@ -749,7 +835,7 @@ Runtime::Runtime() {
 Runtime::Runtime(const Options& options) : engine_(std::make_unique<detail::Engine>(options)) {}
 Runtime::~Runtime() = default;
 
-unsigned Runtime::num_workers() const { return static_cast<unsigned>(engine_->workers.size()); }
+unsigned Runtime::num_workers() const { return engine_->options.num_threads; }
 const Options& Runtime::options() const { return engine_->options; }
 
 Stats Runtime::stats() const {

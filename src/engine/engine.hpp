@@ -126,6 +126,9 @@ struct alignas(64) Worker {
   std::uint32_t counted = 0;
   std::uint64_t rng;
   unsigned idle_rounds = 0;
+  /// The communication thread's worker (Options::comm_thread): it polls the progress source and never runs a
+  /// task; the tasks its message handlers make ready wait in its queues, where the other workers steal them.
+  bool progress_only = false;
   // Flow tasks left before this worker polls the progress source (run_detached); 0: no source attached. Set by
   // attach_progress (relaxed: a worker that sees it late polls later), counted down by the worker itself.
   std::atomic<std::uint32_t> progress_countdown{0};
@@ -252,8 +255,14 @@ class Engine {
   std::mutex sleep_mutex;
   std::condition_variable sleep_cv;
 
+  /// The communication thread's worker, the last of `workers` (Options::comm_thread), or null: then the workers
+  /// poll the progress source themselves. Workers steal from it as from any other; num_workers() omits it.
+  Worker* progress_worker = nullptr;
+
   /// Attaches the progress source (one at a time: throws std::logic_error if one is attached). Any thread; `s`
-  /// must stay valid until detach_progress() has returned.
+  /// must stay valid until detach_progress() has returned. With a communication thread (progress_worker), that
+  /// thread polls the source without pause while it is attached, and the workers never do: for them there is
+  /// no source (has_progress() is false).
   void attach_progress(const ProgressSource* s);
   /// Detaches the source; returns once no worker is inside its poll() or demand() any more. Any thread, also a
   /// worker (not from inside the source's own poll()).
@@ -273,7 +282,11 @@ class Engine {
   // The progress source and the number of workers inside one of its functions (detach_progress waits for 0).
   // Own line: read by idle workers, written only on attach and detach.
   alignas(64) std::atomic<const ProgressSource*> progress_{nullptr};
+  std::atomic<const ProgressSource*> threaded_{nullptr};  // the source, when the communication thread polls it
   std::atomic<unsigned> progress_users_{0};
+  std::size_t poll_source(std::atomic<const ProgressSource*>& slot) noexcept;
+  void progress_main();  // the communication thread
+  std::thread progress_thread_;
 
   void worker_main(unsigned id);
   std::vector<std::thread> threads_;

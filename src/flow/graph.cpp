@@ -31,7 +31,8 @@ GraphBase::GraphBase(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned,
         if (auto other = w.lock()) todo.push_back(std::move(other));
     g.tts.push_back(std::move(t));
   }
-  const unsigned workers = rt->num_workers();
+  // One reader slot more than workers: a communication thread (Options::comm_thread) delivers messages too.
+  const unsigned workers = rt->num_workers() + 1;
   for (std::size_t i = 0; i < g.tts.size(); ++i) g.tts[i]->set_id(static_cast<std::uint32_t>(i));
   for (auto& t : g.tts) t->attach(&g, workers);
   // On several processes (collective): the transport, and a check that every rank built this same graph.

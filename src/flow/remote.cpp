@@ -21,14 +21,16 @@
 // Termination, per fence. begin_epoch() makes this rank active; it becomes passive when the run's root has no
 // unfinished task (every task of the graph is a detached child of the root; workers' credits only make the
 // count larger, so zero is exact) and active again when a message arrives (the handler, before it delivers).
-// Both run under the progress token (handlers always do; the passive check takes it with a try-lock), so a
+// Both run under the progress token (handlers always do; the passive check waits for it), so a
 // message cannot be delivered between the check of the count and set_passive(): a rank reported passive has no
 // task. A sender is active (it runs a task, or the seeds), as the detector requires. The detector's waves run
 // inside Transport::poll(), which the engine's workers call through the progress hook (ProgressSource) when
-// their queues are empty, when idle, and every few tasks they run. The fence's own worker never sleeps while
-// it waits (it yields between polls); the others sleep in timed slices while the fence runs, and not at all
-// while operations are in flight (ProgressDemand). Messages of epoch e + 1 from a faster rank arriving while this rank is still in e are kept by the
-// detector and delivered when this rank begins e + 1 (its next fence): no barrier between fences.
+// their queues are empty, when idle, and every few tasks they run; or, with a communication thread
+// (Options::comm_thread), that thread alone, back to back (the engine hands it the source). The fence's own
+// worker never sleeps while it waits (it yields between polls); the others sleep in timed slices while the
+// fence runs, and not at all while operations are in flight (ProgressDemand). Messages of epoch e + 1 from a
+// faster rank arriving while this rank is still in e are kept by the detector and delivered when this rank
+// begins e + 1 (its next fence): no barrier between fences.
 #include "flow/remote.hpp"
 
 #ifdef WEFT_HAVE_MPI
@@ -109,7 +111,8 @@ class Remote final : public RemoteBase {
     // The message waits in the aggregation buffer until a poll: this worker polls as soon as its task ends,
     // rather than after the next tasks (a local successor would otherwise run first, and the ranks would take
     // turns instead of working at once).
-    if (wd::Worker* w = wd::tls_worker) {
+    // (With a communication thread, that thread flushes it at its next poll.)
+    if (wd::Worker* w = wd::tls_worker; w && !w->engine->progress_worker) {
       w->last_busy_poll = {};
       w->progress_countdown.store(1, std::memory_order_relaxed);
     }
@@ -140,8 +143,9 @@ class Remote final : public RemoteBase {
     } catch (...) {
       seed_error = std::current_exception();  // still take part in the epoch: the other ranks wait for it
     }
-    // This worker drives the communication until the epoch ends: it never sleeps (a message's latency would be
-    // a sleep slice), it yields between polls; the other workers sleep as usual (in slices) when idle.
+    // This worker drives the communication until the epoch ends (or, with a communication thread, watches for
+    // the tasks it hands over and for the end of the epoch): it never sleeps (a message's latency would be a
+    // sleep slice), it yields between polls; the other workers sleep as usual (in slices) when idle.
     wd::wait_until(w, [&] { return quiet(w, root, e); }, nullptr, /*keep_polling=*/true);
     // What this rank still owes its peers once the epoch has ended: the end of the epoch forwarded down the
     // detector's tree, sends not completed. (Messages of the next epoch are kept by the detector meanwhile.)
@@ -160,13 +164,12 @@ class Remote final : public RemoteBase {
     if (watchdog_ > 0) [[unlikely]]
       check_progress(w, root);
     if (active_.load(std::memory_order_relaxed) && wd::unfinished_children(w, root) == 0) {
-      comm::ProgressToken& token = comm::MpiEnv::get().token();
-      if (token.try_acquire()) {
-        if (wd::unfinished_children(w, root) == 0) {
-          active_.store(false, std::memory_order_relaxed);
-          td_.set_passive();
-        }
-        token.release();
+      // Waits for the token (pollers step aside): a communication thread polling back to back would leave a
+      // try-lock no chance.
+      comm::TokenScope hold(comm::MpiEnv::get().token());
+      if (wd::unfinished_children(w, root) == 0) {
+        active_.store(false, std::memory_order_relaxed);
+        td_.set_passive();
       }
     }
     return false;

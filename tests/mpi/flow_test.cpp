@@ -30,6 +30,7 @@ namespace {
 weft::Options options(unsigned workers) {
   weft::Options o;
   o.num_threads = workers;
+  o.comm_thread = weft::Options::from_environment().comm_thread;  // the jobs run with WEFT_COMM_THREAD=on too
   return o;
 }
 

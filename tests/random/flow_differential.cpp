@@ -324,7 +324,10 @@ void run_program(Program& p, weft::Runtime& rt) {
 TEST(FlowDifferential, RandomGraphsMatchSequentialInterpretation) {
 #ifdef WEFT_TEST_MPI
   // Ranks share the machine's cores: 1 and 2 workers per rank, fewer programs.
-  weft::Runtime rt1(weft_test::opts(1)), rt2(weft_test::opts(2));
+  // WEFT_COMM_THREAD (the jobs run with =on too): who drives MPI, the workers or a thread of its own.
+  weft::Options o1 = weft_test::opts(1), o2 = weft_test::opts(2);
+  o1.comm_thread = o2.comm_thread = weft::Options::from_environment().comm_thread;
+  weft::Runtime rt1(o1), rt2(o2);
   const std::vector<weft::Runtime*> runtimes{&rt1, &rt2};
   const std::size_t programs = weft_test::scaled(40, 10);
 #else

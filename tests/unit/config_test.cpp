@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -16,7 +17,7 @@ using namespace weft_test;
 namespace {
 
 const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR",
-                             "WEFT_WATCHDOG"};
+                             "WEFT_WATCHDOG", "WEFT_COMM_THREAD"};
 
 class Config : public testing::Test {
  protected:
@@ -145,6 +146,30 @@ TEST_F(Config, Watchdog) {
   weft::Options o;
   o.watchdog_seconds = -1;
   EXPECT_THROW(o.validate(), weft::config_error);
+}
+
+TEST_F(Config, CommThread) {
+  EXPECT_EQ(weft::Options::from_environment().comm_thread, weft::CommThread::automatic);
+  ::setenv("WEFT_COMM_THREAD", "on", 1);
+  EXPECT_EQ(weft::Options::from_environment().comm_thread, weft::CommThread::on);
+  ::setenv("WEFT_COMM_THREAD", "off", 1);
+  EXPECT_EQ(weft::Options::from_environment().comm_thread, weft::CommThread::off);
+  ::setenv("WEFT_COMM_THREAD", "auto", 1);
+  EXPECT_EQ(weft::Options::from_environment().comm_thread, weft::CommThread::automatic);
+  for (const char* bad : {"", "1", "yes", "ON", "auto "}) expect_env_error("WEFT_COMM_THREAD", bad);
+  weft::Options o;
+  o.comm_thread = static_cast<weft::CommThread>(7);
+  EXPECT_THROW(o.validate(), weft::config_error);
+  // A single process has nothing to communicate: `on` still builds a runtime that runs tasks as usual.
+  o.comm_thread = weft::CommThread::on;
+  o.num_threads = 2;
+  weft::Runtime rt(o);
+  EXPECT_EQ(rt.num_workers(), 2u);
+  std::atomic<int> ran{0};
+  rt.run([&](weft::Context& cx) {
+    for (int i = 0; i < 100; ++i) cx.spawn([&] { ran.fetch_add(1, std::memory_order_relaxed); });
+  });
+  EXPECT_EQ(ran.load(), 100);
 }
 
 TEST_F(Config, ValidateRejectsOutOfRange) {

@@ -12,6 +12,10 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <string>
+
+#include <sched.h>
+#include <unistd.h>
 
 #include "../common/test_util.hpp"
 #include "engine/engine.hpp"
@@ -26,11 +30,14 @@ struct FakeSource {
   std::mutex m;
   std::deque<int> items;
   std::atomic<int> produced{0}, ran{0}, polls{0};
+  std::atomic<int> worker_polls{0}, ran_elsewhere{0};  // polls by a worker; items run by no worker
+  unsigned workers = ~0u;  // with a communication thread: its index (every worker's is below)
   int expected = 0;
   Task* anchor = nullptr;
 
   static void run_item(Task* t, weft::Context&) {
     auto* self = *reinterpret_cast<FakeSource**>(t->body);
+    if (current_worker_index() >= self->workers) self->ran_elsewhere.fetch_add(1);
     self->ran.fetch_add(1);
   }
   static void destroy_item(Task*) {}
@@ -39,6 +46,7 @@ struct FakeSource {
   static std::size_t poll(void* ctx) noexcept {
     auto* self = static_cast<FakeSource*>(ctx);
     self->polls.fetch_add(1, std::memory_order_relaxed);
+    if (current_worker_index() < self->workers) self->worker_polls.fetch_add(1, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> g(self->m);
       if (self->items.empty()) return 0;
@@ -139,6 +147,82 @@ TEST_P(Progress, NoPollWithoutSourceAndOneSourceAtATime) {
   EXPECT_EQ(src.polls.load(), polls);  // detached: never polled again
 }
 
+// Options::comm_thread = on: a thread of its own polls the source, also while every worker is busy in a task
+// body, and the workers never poll; the tasks it makes ready run on the workers (they steal them).
+TEST_P(Progress, CommThreadPollsWhileWorkersComputeAndWorkersNeverPoll) {
+  weft::Options o;
+  o.num_threads = GetParam();
+  o.comm_thread = weft::CommThread::on;
+  weft::Runtime rt(o);
+  EXPECT_EQ(rt.num_workers(), GetParam());
+  FakeSource src;
+  src.workers = GetParam();
+  src.expected = 50;
+  const ProgressSource ps = src.source();
+  Deadline deadline(60);
+  rt.run([&](weft::Context& cx) {
+    Worker& w = *tls_worker;
+    src.anchor = ContextAccess::task(cx);
+    w.engine->attach_progress(&ps);
+    EXPECT_FALSE(w.engine->has_progress());  // nothing for the workers to poll
+    // This body computes without a scheduling point: the source is polled all the same, and what it makes
+    // ready waits for a worker. (Without the thread this would hang with one worker: the deadline fails it.)
+    while (src.polls.load() < 1000) std::this_thread::yield();
+    for (int i = 0; i < src.expected; ++i) {
+      std::lock_guard<std::mutex> g(src.m);
+      src.items.push_back(i);
+    }
+    while (src.ran.load() < src.expected) {
+      if (Task* t = find_work(w)) run_task(w, t);  // as a waiting worker does
+    }
+    w.engine->detach_progress();
+  });
+  EXPECT_EQ(src.ran.load(), src.expected);
+  EXPECT_EQ(src.worker_polls.load(), 0);
+  EXPECT_EQ(src.ran_elsewhere.load(), 0);
+  const int polls = src.polls.load();
+  rt.run([&](weft::Context& cx) {
+    for (int i = 0; i < 100; ++i) cx.spawn([] {});
+  });
+  EXPECT_EQ(src.polls.load(), polls);  // detached: the thread sleeps
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, Progress, testing::Values(1u, 2u));
+
+// CommThread::automatic: a thread only for a process of a job of several, and only with a core to spare beside
+// its workers (a CPU mask of the whole machine is shared with the job's other processes on the node).
+TEST(CommThreadAuto, OnlyWithASpareCore) {
+  const char* vars[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                        "MPI_LOCALNRANKS", "PMI_RANK", "PMI_SIZE", "PMIX_RANK"};
+  for (const char* v : vars) ::unsetenv(v);
+  auto threaded = [](unsigned workers, weft::CommThread mode) {
+    weft::Options o;
+    o.num_threads = workers;
+    o.comm_thread = mode;
+    weft::Runtime rt(o);
+    bool has = false;
+    rt.run([&](weft::Context&) { has = tls_worker->engine->progress_worker != nullptr; });
+    return has;
+  };
+  EXPECT_FALSE(threaded(1, weft::CommThread::automatic));  // one process: nothing to communicate
+  EXPECT_TRUE(threaded(1, weft::CommThread::on));
+  EXPECT_FALSE(threaded(1, weft::CommThread::off));
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  const unsigned cores = static_cast<unsigned>(CPU_COUNT(&mask));
+  ::setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  if (cores >= 2 && static_cast<long>(cores) >= sysconf(_SC_NPROCESSORS_ONLN)) {
+    ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);  // alone on the node: a core beside cores - 1 workers
+    EXPECT_TRUE(threaded(cores - 1, weft::CommThread::automatic));
+    EXPECT_FALSE(threaded(cores, weft::CommThread::automatic));
+    ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(cores).c_str(), 1);  // a process per core already
+    EXPECT_FALSE(threaded(1, weft::CommThread::automatic));
+    EXPECT_FALSE(threaded(1, weft::CommThread::off));
+    ::unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // unknown: not spare
+    EXPECT_FALSE(threaded(1, weft::CommThread::automatic));
+  }
+  for (const char* v : vars) ::unsetenv(v);
+}
 
 }  // namespace
