@@ -5,10 +5,13 @@
 
 #include <mpi.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <utility>
 #include <vector>
 
@@ -63,6 +66,20 @@ inline void gather_run_marks(App& app, int rank) {
   }
 }
 
+/// When stderr is a pipe (the launcher's), waits until the launcher has read what this process wrote to it, for
+/// at most about a second: MPICH's mpiexec (Hydra) exits as soon as an abort reaches it and drops the output its
+/// proxy has not read from the rank's pipe by then (as src/comm/mpi_env.cpp, before MPI_Abort).
+inline void wait_until_stderr_read() {
+  struct stat st {};
+  if (fstat(STDERR_FILENO, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  for (int i = 0; i < 1000; ++i) {
+    int unread = 0;
+    if (ioctl(STDERR_FILENO, FIONREAD, &unread) != 0 || unread <= 0) return;
+    const timespec one_ms{0, 1000000};
+    nanosleep(&one_ms, nullptr);
+  }
+}
+
 inline int g_failing_rank = 0;
 
 /// A failed check on this rank ends the whole job: "error: rank R: <message>" on stderr, then MPI_Abort (a
@@ -72,6 +89,7 @@ inline void abort_job_on_failure(int rank) {
   set_failure_handler([](const char* message) {
     std::fprintf(stderr, "error: rank %d: %s\n", g_failing_rank, message);
     std::fflush(stderr);
+    wait_until_stderr_read();
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::_Exit(1);  // MPI_Abort does not return; in case it does
   });

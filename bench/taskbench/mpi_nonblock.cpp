@@ -45,6 +45,7 @@ class LocalGraph {
     if (tag_stride_ * tag_stride_ - 1 > max_tag) {
       std::fprintf(stderr, "error: %s: blocks of %ld points need tags up to %ld, above this MPI's %d\n", kSystem,
                    tag_stride_, tag_stride_ * tag_stride_ - 1, max_tag);
+      mpi::wait_until_stderr_read();
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const long sets = g.max_dependence_sets();

@@ -1,7 +1,12 @@
 #include "comm/mpi_env.hpp"
 
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 
 namespace weft::comm {
@@ -23,12 +28,28 @@ void on_mpi_error(MPI_Comm*, int* code, ...) {
   abort_job("MPI error in the communication layer: " + std::string(text, static_cast<std::size_t>(len)));
 }
 
+// When stderr is a pipe (the launcher's), waits until the launcher has read what this process wrote to it, for
+// at most about a second. MPICH's mpiexec (Hydra) exits as soon as the abort reaches it, and drops the output
+// that its proxy has not read from the rank's pipe by then: the line saying why the job ends was lost in a few
+// runs in a hundred. Once the proxy has read the line, it forwards it ahead of the abort.
+void wait_until_stderr_read() noexcept {
+  struct stat st {};
+  if (fstat(STDERR_FILENO, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  for (int i = 0; i < 1000; ++i) {
+    int unread = 0;
+    if (ioctl(STDERR_FILENO, FIONREAD, &unread) != 0 || unread <= 0) return;
+    const timespec one_ms{0, 1000000};
+    nanosleep(&one_ms, nullptr);
+  }
+}
+
 }  // namespace
 
 void abort_job(const std::string& message) noexcept {
   // One fprintf of the whole line: lines of different ranks and threads do not interleave mid-line.
   std::fprintf(stderr, "weft: rank %d: %s\n", world_rank_or(-1), message.c_str());
   std::fflush(stderr);
+  wait_until_stderr_read();
   if (MpiEnv::mpi_live()) MPI_Abort(MPI_COMM_WORLD, 1);
   std::_Exit(1);  // MPI_Abort does not return; without MPI there is no job to end but this process
 }
