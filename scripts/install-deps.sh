@@ -12,6 +12,8 @@ PACKAGES=(
   googletest libgtest-dev                         # tests
   libtbb-dev clang-16 libomp-16-dev               # peers in the benchmarks (oneTBB, LLVM OpenMP)
   openmpi-bin libopenmpi-dev                      # MPI: src/comm and its tests (mpiexec), Task Bench peer
+  mpich libmpich-dev                              # the second MPI the tests run on (preset mpich); Open MPI
+                                                  # stays the default mpi/mpirun alternative (higher priority)
   libcereal-dev                                   # flow graphs across ranks: values that are not plain bytes
   valgrind                                        # instruction counts (bench/micro/callgrind.sh)
   nlohmann-json3-dev                              # tests: parsing profile and trace files
