@@ -97,7 +97,7 @@ endif()
 # Run as mpirun -np <ranks> taskbench-mpi ...: mpirun's default (kept) aborts the whole job when a rank exits
 # with an error, so a failed rank never leaves the others waiting. The tests use Open MPI's
 # --oversubscribe (more ranks than cores is allowed; on a loaded machine too), --bind-to none (two tests may
-# run at once) and --allow-run-as-root (CI containers run as root).
+# run at once) and --allow-run-as-root (CI containers run as root); MPICH's mpiexec (Hydra) needs none of them.
 set(MPI_DETERMINE_LIBRARY_VERSION TRUE)  # MPI_CXX_LIBRARY_VERSION_STRING: which mpirun flags apply
 find_package(MPI QUIET COMPONENTS CXX)
 if(NOT MPI_CXX_FOUND)
@@ -125,5 +125,6 @@ else()
     set_tests_properties(${_mpi_tests} PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
   endif()
   string(REGEX MATCH "^[^,\n]*" _mpi_version "${MPI_CXX_LIBRARY_VERSION_STRING}")
+  string(REGEX REPLACE "[ \t]+" " " _mpi_version "${_mpi_version}")  # MPICH: "MPICH Version:<tab>4.0.2"
   message(STATUS "taskbench: MPI peers (${_mpi_version}, ${MPIEXEC_EXECUTABLE}): taskbench-mpi, taskbench-mpi-nonblock")
 endif()

@@ -1,4 +1,5 @@
 # Failure of one rank must end the whole job, never leave it hanging (run by ctest, see tests/mpi/CMakeLists.txt).
+# Open MPI's mpirun and MPICH's mpiexec (Hydra) both end the job as soon as a rank dies or calls MPI_Abort.
 #   -DMODE=kill   rank 1 dies by SIGKILL inside a handler (mid-poll): the job must end with a failure status
 #                 within 10 s of the death (measured from the time rank 1 wrote just before dying, so that a
 #                 slow start on a loaded machine does not count).
