@@ -6,13 +6,17 @@
 #               every test
 #   4. tsan     build the `tsan` preset (ThreadSanitizer), run the tests labelled `concurrency`
 #   5. asan     build the `asan` preset (AddressSanitizer + UBSan, leak checks on), run every test
-#   6. install  install build/release into a temporary prefix, build and run examples/consumer against it
+#   6. mpich    the MPI tests again with MPICH instead of Open MPI: configure + build the `mpich` preset (the
+#               programs of the tests labelled mpi only), run the tests labelled mpi; skipped, with a note, when
+#               MPICH (/usr/bin/mpicxx.mpich, /usr/bin/mpiexec.mpich) is not installed
+#   7. install  install build/release into a temporary prefix, build and run examples/consumer against it
 # The MPI communication layer's tests (label mpi, jobs of 1 to 4 ranks under mpiexec) are ctest tests: they run
-# in every stage that runs the whole suite, and in tsan for the transport and termination jobs.
+# in every stage that runs the whole suite (with Open MPI, the default mpi alternative), in tsan for the transport
+# and termination jobs, and in mpich.
 # Stops at the first failing stage (unless --keep-going).
 #
 #   bash scripts/test.sh [--quick] [--no-deps] [--keep-going] [--skip-debug] [--skip-tsan] [--skip-asan]
-#                        [--skip-install]
+#                        [--skip-mpich] [--skip-install]
 #     --quick         release stage only (2)
 #     --no-deps       do not run scripts/install-deps.sh
 #     --keep-going    run the later stages even after a failure (exit status 1 at the end all the same)
@@ -23,17 +27,18 @@ cd "$(dirname "$self")/.."
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$self"; }
 
-do_deps=1 do_release=1 do_debug=1 do_tsan=1 do_asan=1 do_install=1 keep_going=0
+do_deps=1 do_release=1 do_debug=1 do_tsan=1 do_asan=1 do_mpich=1 do_install=1 keep_going=0
 jobs=$(nproc 2>/dev/null || echo 2)
 test_timeout=600  # seconds, for a test that sets no TIMEOUT of its own: a hang fails instead of stalling CI
 while (($#)); do
   case "$1" in
-    --quick) do_debug=0 do_tsan=0 do_asan=0 do_install=0 ;;
+    --quick) do_debug=0 do_tsan=0 do_asan=0 do_mpich=0 do_install=0 ;;
     --no-deps) do_deps=0 ;;
     --keep-going) keep_going=1 ;;
     --skip-debug) do_debug=0 ;;
     --skip-tsan) do_tsan=0 ;;
     --skip-asan) do_asan=0 ;;
+    --skip-mpich) do_mpich=0 ;;
     --skip-install) do_install=0 ;;
     -j) shift; jobs=${1:?-j needs a number} ;;
     -j*) jobs=${1#-j} ;;
@@ -110,6 +115,16 @@ asan() {
     LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" run_ctest asan
 }
 
+# The paths the `mpich` preset names (Debian's libmpich-dev and mpich); prints those missing.
+mpich_missing() {
+  local f
+  for f in /usr/bin/mpicxx.mpich /usr/bin/mpiexec.mpich; do [[ -x $f ]] || echo -n "$f "; done
+}
+
+mpich() {
+  cmake --preset mpich && cmake --build --preset mpich -j "$jobs" && run_ctest mpich -L mpi
+}
+
 install_check() {
   [[ -f build/release/cmake_install.cmake ]] || configure_build release || return
   bash scripts/check-install.sh build/release
@@ -121,6 +136,18 @@ if ((do_release)); then stage release release; fi
 if ((do_debug)); then stage debug debug; fi
 if ((do_tsan)); then stage tsan tsan; fi
 if ((do_asan)); then stage asan asan; fi
+if ((do_mpich)); then
+  missing=$(mpich_missing)
+  if [[ -z $missing ]]; then
+    stage mpich mpich
+  else
+    echo
+    echo "==== test.sh: stage 'mpich' ===="
+    echo "test.sh: stage 'mpich' skipped: MPICH is not installed (no ${missing% }; Debian: mpich libmpich-dev," \
+         "which scripts/install-deps.sh installs)"
+    summary+=("mpich skipped (no MPICH)")
+  fi
+fi
 if ((do_install)); then stage install install_check; fi
 
 echo
