@@ -883,6 +883,9 @@ std::size_t Transport::Impl::progress(std::size_t budget) {
   if (size_ > 1) n += cfg_.recv_mode == RecvMode::ring ? receive_ring(budget) : receive_probe(budget);
   for (std::size_t i = 0; i < hooks_.size(); ++i) n += hooks_[i].second();
   n += flush();  // what the handlers and hooks just sent leaves in this poll
+  // What outstanding() counts changes only with an event counted in n, or with a probed message matched but
+  // not arrived: an idle poll skips the recount.
+  if (n != 0 || !probed_.empty()) publish_outstanding();
   return n;
 }
 
@@ -905,7 +908,6 @@ std::size_t Transport::Impl::poll(std::size_t budget) {
   } catch (...) {
     abort_job("a message handler threw a non-standard exception");
   }
-  publish_outstanding();
   bump(polls_);
   if (n) bump(busy_polls_);
   bump(poll_ticks_, clock_.now() - t0);
