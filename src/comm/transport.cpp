@@ -875,14 +875,19 @@ std::size_t Transport::Impl::receive_probe(std::size_t& budget) {
 // --- poll -------------------------------------------------------------------------------------------------
 
 std::size_t Transport::Impl::progress(std::size_t budget) {
-  std::size_t n = flush();  // what was sent since the last poll leaves before anything else is done
+  // Each step is guarded here by its cheap "nothing to do" test: an idle poll makes no call but the ring's
+  // MPI_Test and the hooks. (relaxed loads of the dirty stack: flush() takes it with acquire.)
+  std::size_t n = 0;
+  // What was sent since the last poll leaves before anything else is done.
+  if (dirty_.load(std::memory_order_relaxed)) n += flush();
   if (!repost_.empty()) repost_ring();  // the slots the last polls dispatched (see receive_ring)
   if (!stash_.empty()) n += drain_stash();
-  n += test_requests(false);  // sends completed, rendezvous delivered
-  n += dispatch_self(budget);
+  if (reqs_.size() > ring_.size()) n += test_requests(false);  // sends completed, rendezvous delivered
+  if (!self_q_.empty()) n += dispatch_self(budget);
   if (size_ > 1) n += cfg_.recv_mode == RecvMode::ring ? receive_ring(budget) : receive_probe(budget);
   for (std::size_t i = 0; i < hooks_.size(); ++i) n += hooks_[i].second();
-  n += flush();  // what the handlers and hooks just sent leaves in this poll
+  // What the handlers and hooks just sent leaves in this poll.
+  if (dirty_.load(std::memory_order_relaxed)) n += flush();
   // What outstanding() counts changes only with an event counted in n, or with a probed message matched but
   // not arrived: an idle poll skips the recount.
   if (n != 0 || !probed_.empty()) publish_outstanding();
