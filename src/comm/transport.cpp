@@ -832,6 +832,10 @@ std::size_t Transport::Impl::receive_ring(std::size_t& budget) {
     // or as unexpected while none is posted.
     repost_.push_back(ring_head_);
     ring_head_ = (ring_head_ + 1) % ring_.size();
+    // A short aggregate is latency-bound traffic: the poll returns now, so the work it readied starts without
+    // waiting for one more MPI_Test (a pass of MPI's progress engine, when the next slot is empty); the next
+    // poll takes the next slot. A long one (a sender streaming) goes on, so a backlog drains at once.
+    if (s.len < cfg_.aggregate_bytes / 2) break;
   }
   return n;
 }
