@@ -152,7 +152,7 @@ struct Transport::Impl {
   void finish_rdv_send(RdvSend* r);
 
   // Receive side.
-  std::size_t test_requests();
+  std::size_t test_requests(bool with_ring);
   std::size_t receive_ring(std::size_t& budget);
   std::size_t receive_probe(std::size_t& budget);
   std::size_t dispatch_self(std::size_t& budget);
@@ -166,6 +166,7 @@ struct Transport::Impl {
   void local_rdv(const Frame& f, std::span<const std::byte> header, RdvSend* r);
   std::size_t drain_stash();
   void post_ring(std::size_t slot);
+  void repost_ring();
   void push_req(MPI_Request r, ReqCtx ctx) {
     reqs_.push_back(r);
     ctx_.push_back(ctx);
@@ -193,16 +194,17 @@ struct Transport::Impl {
   std::unique_ptr<KindCounters[]> kind_stats_;
 
   // Everything below: only under the token.
-  // Every request this rank has in flight, tested by one MPI_Testsome per poll (one pass of MPI's progress
-  // engine): first the ring's receives (RecvMode::ring, one per slot, MPI_REQUEST_NULL while the slot is being
-  // dispatched), then sends and rendezvous in posting order.
+  // Every request this rank has in flight: first the ring's receives (RecvMode::ring, one per slot,
+  // MPI_REQUEST_NULL from its arrival until it is posted again), then sends and rendezvous in posting order. A
+  // poll tests the sends and rendezvous with one MPI_Testsome (when there are any) and the ring's head slot with
+  // MPI_Test (see receive_ring).
   std::vector<MPI_Request> reqs_;
   std::vector<ReqCtx> ctx_;
   std::vector<int> done_idx_;
   std::vector<MPI_Status> statuses_;
   std::vector<Inbound> ring_;  // RecvMode::ring: pre-posted slots, dispatched in posting order
   std::size_t ring_head_ = 0;
-  std::vector<std::size_t> repost_;  // slots dispatched in this poll, to post again
+  std::vector<std::size_t> repost_;  // slots dispatched, to post again at the next poll, in dispatch order
   std::deque<Inbound> probed_;  // RecvMode::probe: matched messages, in matching order
   std::deque<Buffer*> self_q_;  // flushed buffers to this rank
   std::size_t self_pos_ = 0;    // dispatch position in self_q_.front()
@@ -282,7 +284,7 @@ void Transport::Impl::shutdown() {
   //    (handlers' owners may be gone); MPI_Testsome keeps MPI progressing meanwhile.
   for (;;) {
     flush();
-    test_requests();
+    test_requests(false);
     bool busy = dirty_.load(std::memory_order_acquire) != nullptr;
     for (const ReqCtx& c : ctx_) busy |= c.type == ReqCtx::eager_send || c.type == ReqCtx::rdv_send;
     if (!busy) break;
@@ -296,7 +298,8 @@ void Transport::Impl::shutdown() {
     if (!flag) std::this_thread::yield();
   }
   // 3. Whatever arrived and was not dispatched is lost: say so.
-  test_requests();  // the ring's last arrivals
+  repost_ring();          // a slot dispatched last is posted again, so that a late arrival is seen here too
+  test_requests(true);    // the ring's last arrivals
   std::size_t lost = stash_.size();
   for (const Inbound& s : ring_) lost += s.arrived && s.pos < s.len;
   for (const Inbound& in : probed_) lost += in.pos < in.len || !in.arrived;
@@ -584,17 +587,27 @@ void Transport::Impl::post_ring(std::size_t slot) {
             &reqs_[slot]);
 }
 
-std::size_t Transport::Impl::test_requests() {
-  if (reqs_.empty()) return 0;
+void Transport::Impl::repost_ring() {
+  // In dispatch order, which is the ring's order: the slots stay matched in posting order.
+  for (std::size_t slot : repost_) post_ring(slot);
+  repost_.clear();
+}
+
+// Sends and rendezvous (and, with_ring, the ring's slots: only at shutdown; a poll tests the ring's head in
+// receive_ring) in one MPI_Testsome.
+std::size_t Transport::Impl::test_requests(bool with_ring) {
+  const std::size_t first = with_ring ? 0 : ring_.size();
+  if (reqs_.size() <= first) return 0;  // only ring slots: no call (an idle poll costs one MPI_Test, not two)
+  const std::size_t nreq = reqs_.size() - first;
   int count = 0;
-  done_idx_.resize(reqs_.size());
-  statuses_.resize(reqs_.size());
-  MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &count, done_idx_.data(), statuses_.data());
-  if (count <= 0) return 0;  // MPI_UNDEFINED: every request null (ring slots being dispatched)
+  done_idx_.resize(nreq);
+  statuses_.resize(nreq);
+  MPI_Testsome(static_cast<int>(nreq), reqs_.data() + first, &count, done_idx_.data(), statuses_.data());
+  if (count <= 0) return 0;  // MPI_UNDEFINED: every request null (with_ring: slots being dispatched)
   std::vector<RdvRecv*> arrived;
   std::size_t n = 0;
   for (int i = 0; i < count; ++i) {
-    const auto idx = static_cast<std::size_t>(done_idx_[i]);
+    const auto idx = first + static_cast<std::size_t>(done_idx_[i]);
     const ReqCtx c = ctx_[idx];
     switch (c.type) {
       case ReqCtx::ring_slot: {  // dispatched in posting order by receive_ring
@@ -789,17 +802,40 @@ std::size_t Transport::Impl::dispatch_self(std::size_t& budget) {
 
 std::size_t Transport::Impl::receive_ring(std::size_t& budget) {
   // Slots are dispatched in posting order, the order in which MPI matches arrivals to them: per sender, that is
-  // the sending order (non-overtaking). A slot that has not arrived stops the walk, even if a later one has.
-  // Arrivals were found by test_requests' MPI_Testsome: no MPI call here but the reposts.
+  // the sending order (non-overtaking). A slot that has not arrived stops the walk, even if a later one has
+  // (a large aggregate may complete after a later small one), so testing the head alone is enough: a later slot
+  // is tested when it becomes the head. MPI_Test, unlike MPI_Testsome, looks at the request again after its pass
+  // of MPI's progress engine: an arrival is dispatched by the poll that receives it, not by the next one.
   std::size_t n = 0;
   while (budget > 0) {
     Inbound& s = ring_[ring_head_];
-    if (!s.arrived) break;
+    if (!s.arrived) {
+      // A null request: the slot is dispatched and not posted again yet (the whole ring was taken in this poll);
+      // MPI_Test would call it complete.
+      if (reqs_[ring_head_] == MPI_REQUEST_NULL) break;
+      int flag = 0;
+      MPI_Status st;
+      MPI_Test(&reqs_[ring_head_], &flag, &st);
+      if (!flag) break;
+      int bytes = 0;
+      MPI_Get_count(&st, MPI_BYTE, &bytes);
+      s.arrived = true;
+      s.source = st.MPI_SOURCE;
+      s.len = static_cast<std::size_t>(bytes);
+      s.pos = 0;
+    }
     n += dispatch_frames(s, budget);
     if (s.pos < s.len) break;  // budget spent: the rest of this slot at the next poll
     s.arrived = false;
-    repost_.push_back(ring_head_);  // by progress(), after the flush
+    // Posted again at the start of the next poll, not in this one: the task this message readied runs first
+    // (MPI_Irecv is a good part of a poll's cost). Until then MPI keeps a new arrival for the next posted slot,
+    // or as unexpected while none is posted.
+    repost_.push_back(ring_head_);
     ring_head_ = (ring_head_ + 1) % ring_.size();
+    // A short aggregate is latency-bound traffic: the poll returns now, so the work it readied starts without
+    // waiting for one more MPI_Test (a pass of MPI's progress engine, when the next slot is empty); the next
+    // poll takes the next slot. A long one (a sender streaming) goes on, so a backlog drains at once.
+    if (s.len < cfg_.aggregate_bytes / 2) break;
   }
   return n;
 }
@@ -843,17 +879,22 @@ std::size_t Transport::Impl::receive_probe(std::size_t& budget) {
 // --- poll -------------------------------------------------------------------------------------------------
 
 std::size_t Transport::Impl::progress(std::size_t budget) {
-  std::size_t n = flush();  // what was sent since the last poll leaves before anything else is done
+  // Each step is guarded here by its cheap "nothing to do" test: an idle poll makes no call but the ring's
+  // MPI_Test and the hooks. (relaxed loads of the dirty stack: flush() takes it with acquire.)
+  std::size_t n = 0;
+  // What was sent since the last poll leaves before anything else is done.
+  if (dirty_.load(std::memory_order_relaxed)) n += flush();
+  if (!repost_.empty()) repost_ring();  // the slots the last polls dispatched (see receive_ring)
   if (!stash_.empty()) n += drain_stash();
-  n += test_requests();  // arrivals in the ring, sends completed, rendezvous delivered
-  n += dispatch_self(budget);
+  if (reqs_.size() > ring_.size()) n += test_requests(false);  // sends completed, rendezvous delivered
+  if (!self_q_.empty()) n += dispatch_self(budget);
   if (size_ > 1) n += cfg_.recv_mode == RecvMode::ring ? receive_ring(budget) : receive_probe(budget);
   for (std::size_t i = 0; i < hooks_.size(); ++i) n += hooks_[i].second();
-  n += flush();  // what the handlers and hooks just sent leaves in this poll
-  // The ring slots dispatched above are posted again only now: a reply goes out first. In consumption order,
-  // which is the ring's order, so the slots stay matched in posting order.
-  for (std::size_t slot : repost_) post_ring(slot);
-  repost_.clear();
+  // What the handlers and hooks just sent leaves in this poll.
+  if (dirty_.load(std::memory_order_relaxed)) n += flush();
+  // What outstanding() counts changes only with an event counted in n, or with a probed message matched but
+  // not arrived: an idle poll skips the recount.
+  if (n != 0 || !probed_.empty()) publish_outstanding();
   return n;
 }
 
@@ -876,7 +917,6 @@ std::size_t Transport::Impl::poll(std::size_t budget) {
   } catch (...) {
     abort_job("a message handler threw a non-standard exception");
   }
-  publish_outstanding();
   bump(polls_);
   if (n) bump(busy_polls_);
   bump(poll_ticks_, clock_.now() - t0);

@@ -16,10 +16,11 @@
 //
 // Receiving. poll() takes the process-wide progress token (MpiEnv::token()) with a try-lock and returns at once
 // when another thread has it; it then does a bounded amount of work: flushes what was sent since the last poll
-// (MPI_Isend), runs one MPI_Testsome over the receive ring (pre-posted MPI_Irecv with MPI_ANY_SOURCE) and the
-// outstanding sends and rendezvous, dispatches up to `budget` messages, runs the progress hooks, flushes what
-// the handlers sent and posts the ring's consumed slots again. RecvMode::probe replaces the ring with
-// MPI_Improbe/MPI_Imrecv (measured slower here: bench/comm). No MPI call on this path blocks.
+// (MPI_Isend), posts again the receive ring's slots that the last polls consumed (pre-posted MPI_Irecv with
+// MPI_ANY_SOURCE), runs one MPI_Testsome over the outstanding sends and rendezvous (if any), tests the ring in
+// posting order (MPI_Test on its head) and dispatches up to `budget` messages, runs the progress hooks and
+// flushes what the handlers sent. RecvMode::probe replaces the ring with MPI_Improbe/MPI_Imrecv (measured
+// slower here: bench/comm). No MPI call on this path blocks.
 // Handlers run on the polling thread, under the token, one at a time; send() takes no lock a handler could hold,
 // so handlers may send. A handler that calls poll() gets 0 (the token is taken); one that throws ends the job
 // (abort_job: its message is lost, and a peer would wait for it).

@@ -651,8 +651,11 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   enum class Got { reserved, no_task, no_store, twice, too_many };
 
   /// Whether a new task can be built under the bucket lock: no callback, and a key copied without user code.
-  /// (Building it outside would cost a second lock and lookup.)
-  bool plain_new_task() const { return std::is_trivially_copyable_v<KS> && !keymap_ && !priomap_; }
+  /// (Building it outside would cost a second lock and lookup.) On several processes new_task() does not call
+  /// the keymap (deliver() has placed the key already): only the priomap counts then.
+  bool plain_new_task() const {
+    return std::is_trivially_copyable_v<KS> && (!keymap_ || remote_) && !priomap_;
+  }
   detail::Task* new_pending_task(const KS& key) {
     detail::Task* t = new_task(key);
     t->pending.store(static_cast<std::int32_t>(kIn), std::memory_order_relaxed);  // one unit per input
