@@ -70,7 +70,7 @@ class Fulfiller {
       delay_loop(delay_);
       if (it.before) it.before();
       if (it.fail)
-        it.ev.fail(it.fail);
+        it.ev.fail(std::move(it.fail));  // no reference left here: the catcher releases the last one
       else
         it.ev.fulfill();
       done_.fetch_add(1);
