@@ -82,6 +82,9 @@
 //     is handed to the workers (polled where they look for work, and a sleeping worker is woken), so that
 //     successors never run on a foreign thread. The Event must not outlive its run: once the task is fulfilled
 //     the run may end, and the handle is empty.
+//   - What fulfils an event must not wait for the task itself (a successor of the task, or code that runs only
+//     after the parent's taskwait): the task would never complete. An event that is never fulfilled (nor
+//     destroyed) keeps Runtime::run waiting.
 // * Waiting (taskwait, throttling) never blocks a worker: it runs other ready tasks meanwhile.
 //   Known limit: a task with weak accesses that waits (taskwait, or throttling at Options::max_tasks
 //   children), run inline on a worker that is itself waiting for that task's weak predecessor, can wait
