@@ -43,6 +43,48 @@
 // * Memory: the records and descriptors a task keeps for its children are bounded by its unfinished children
 //   (throttled by Options::max_tasks): finished readers, group members and records are recycled as the
 //   producer goes on, and all of them at a taskwait.
+// * Completion events (OpenMP `detach` / omp_fulfill_event): inside a body, `weft::Event ev = cx.event();`
+//   makes the task wait for something outside its body, such as an asynchronous operation it starts. Its
+//   accesses are released (successors run, the parent's taskwait and Runtime::run return) only once its body has
+//   returned, its children have finished AND every event taken from it has been fulfilled:
+//     cx.spawn([&](weft::Context& cx) {
+//       weft::Event ev = cx.event();
+//       start_async_read(buf, [ev = std::move(ev)]() mutable { ev.fulfill(); });  // any thread, any time
+//     }, weft::out(buf));
+//     cx.spawn([&] { use(buf); }, weft::in(buf));  // runs after the callback's fulfill()
+//   (Named event() rather than OpenMP's detach: a task may take several, taken one at a time wherever the
+//   body learns it needs them; nothing about the task itself changes.)
+//   - An Event is a move-only handle (like std::promise): ev.fulfill() (or ev.fail(e)) consumes it, so an
+//     event is fulfilled exactly once. Calling either on an empty handle (already fulfilled, moved from, or
+//     default-constructed) throws std::logic_error and changes nothing. fulfill() and fail() may be called from
+//     any thread: another task, a thread weft does not know, a callback; before or after the body returns.
+//     Callbacks that must be copyable (std::function) hold it through a std::shared_ptr<weft::Event>.
+//   - A task may take any number of events. Taking one costs an atomic operation; a task that takes none pays
+//     nothing. An event is a phantom child of the task, counted beside its children: it is no child for
+//     taskwait (the task's own taskwait does not wait for its events) nor for throttling.
+//   - ev.fail(std::exception_ptr) fulfils the event as failed: the task fails as if its body had thrown (its
+//     dependents are cancelled, the exception is rethrown by the parent's next taskwait/taskwait_on, or by
+//     Runtime::run), once it completes. An exception escaping the body takes precedence over its events'
+//     failures (only the first exception of a parent is kept; the later ones are counted in
+//     Stats::exceptions_dropped). A failure reported while the body still runs is rethrown by the body's own
+//     next taskwait/taskwait_on, as a child's exception would be (the body may catch it; the task then does
+//     not fail).
+//   - Destroying (or assigning over) an Event that holds an unfulfilled event fails the task with a
+//     std::logic_error ("destroyed without being fulfilled"), like std::promise's broken_promise: the task
+//     completes, nothing waits forever and nothing is silent. (An exception that unwinds the body past its
+//     Event is reported first, as above.)
+//   - Where: dependency tasks (Context::spawn, commutative ones too, at any nesting depth, children of
+//     replayed taskiter tasks included) and the root function of Runtime::run (run returns once its events are
+//     fulfilled). A taskiter body and its recorded tasks refuse it (weft::taskiter_error: a replayed task
+//     would need a new event every iteration); flow tasks have no Context, so cannot take one.
+//   - A fulfill() from a thread that is not a worker of the task's runtime (a plain std::thread, another
+//     Runtime's worker, the communication thread) only decrements the count; the completion it may trigger
+//     is handed to the workers (polled where they look for work, and a sleeping worker is woken), so that
+//     successors never run on a foreign thread. The Event must not outlive its run: once the task is fulfilled
+//     the run may end, and the handle is empty.
+//   - What fulfils an event must not wait for the task itself (a successor of the task, or code that runs only
+//     after the parent's taskwait): the task would never complete. An event that is never fulfilled (nor
+//     destroyed) keeps Runtime::run waiting.
 // * Waiting (taskwait, throttling) never blocks a worker: it runs other ready tasks meanwhile.
 //   Known limit: a task with weak accesses that waits (taskwait, or throttling at Options::max_tasks
 //   children), run inline on a worker that is itself waiting for that task's weak predecessor, can wait
@@ -52,6 +94,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -148,6 +191,48 @@ struct priority {
 struct label {
   const char* text;
   constexpr explicit label(const char* t) : text(t) {}
+};
+
+/// A completion event of a task (Context::event; see the top of this file): the task completes only once it
+/// is fulfilled. Move-only; fulfill() or fail() consumes it.
+class Event {
+ public:
+  /// An empty handle: fulfill() and fail() throw, destruction does nothing.
+  Event() noexcept = default;
+  Event(Event&& o) noexcept : task_(o.task_), engine_(o.engine_) { o.task_ = nullptr; }
+  /// Abandons the event *this holds, if any (the task fails, as on destruction), then takes o's.
+  Event& operator=(Event&& o) noexcept {
+    if (this != &o) {
+      if (task_) abandon();
+      task_ = o.task_;
+      engine_ = o.engine_;
+      o.task_ = nullptr;
+    }
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  /// Holding an unfulfilled event: the task fails with std::logic_error (see the top of this file).
+  ~Event() {
+    if (task_) abandon();
+  }
+
+  /// The event happened: the task may complete (once its body has returned and its children finished). Any
+  /// thread. Throws std::logic_error if the handle is empty (fulfilled already, moved from, default).
+  void fulfill();
+  /// The event failed with `error` (non-null): the task fails with it when it completes. Any thread. Throws
+  /// std::logic_error if the handle is empty or `error` is null (the handle is then left as it was).
+  void fail(std::exception_ptr error);
+  /// Holds an event not fulfilled yet.
+  bool pending() const noexcept { return task_ != nullptr; }
+  explicit operator bool() const noexcept { return task_ != nullptr; }
+
+ private:
+  friend struct detail::ContextAccess;
+  Event(detail::Task* t, detail::Engine* e) noexcept : task_(t), engine_(e) {}
+  void abandon() noexcept;
+  detail::Task* task_ = nullptr;
+  detail::Engine* engine_ = nullptr;
 };
 
 namespace detail {
@@ -304,6 +389,11 @@ class Context {
   template <class Cond, class Body, class... Clauses>
   void taskiter_while(Cond&& cond, Body&& body, Clauses&&... clauses);
 
+  /// A completion event of this task: the task completes only once the event is fulfilled (as well as its body
+  /// returned and its children finished). See "Completion events" at the top of this file. Throws
+  /// weft::taskiter_error in a taskiter body or a task it recorded.
+  Event event();
+
   /// Index of the worker running this task, 0 .. num_workers()-1.
   unsigned worker_id() const;
   unsigned num_workers() const;
@@ -341,6 +431,8 @@ struct ContextAccess {
   static Context make(Task* t, Worker* w) { return Context(t, w); }
   static Task* task(const Context& cx) { return cx.task_; }
   static Worker* worker(const Context& cx) { return cx.worker_; }
+  static Event make_event(Task* t, Engine* e) { return Event(t, e); }
+  static Task* event_task(const Event& ev) { return ev.task_; }
 };
 }  // namespace detail
 

@@ -4,6 +4,7 @@
 // Descriptor lifetime: a child is named by records of its parent's domain (record_refs); once no record names it,
 // it is retired to its parent's list and recycled there once finished, by the parent's body thread only (so the
 // records' pointers stay valid while that thread reads them).
+#include <string>
 #include <vector>
 
 #include "deps/deps.hpp"
@@ -211,6 +212,21 @@ void Context::taskwait_on(const void* address) {
   });
   detail::trace::on_wait_end(w);
   detail::rethrow_child_error(w, task_);
+}
+
+// An event of a dependency task (or of the root): a unit of its `alive` count (see fulfill_event, engine.cpp).
+// Other kinds with a Context are taskiter's (the recorder, replayed and control tasks), whose tasks run again
+// every iteration: one event could not stand for all of them.
+Event Context::event() {
+  detail::Task* t = task_;
+  if (t->kind != &detail::kDependencyTask && t->kind != &detail::kCommutativeTask) [[unlikely]]
+    throw taskiter_error(std::string("weft: Context::event: a ") + t->kind->name +
+                         " task (a taskiter body or a task it recorded) cannot take a completion event; spawn a "
+                         "child task that takes it");
+  // relaxed: the body's guard keeps t from completing while it runs; the handle reaches other threads only
+  // through a synchronisation of the program's own, which orders this before their fulfil.
+  t->alive.fetch_add(detail::kEventUnit, std::memory_order_relaxed);
+  return detail::ContextAccess::make_event(t, worker_->engine);
 }
 
 unsigned Context::worker_id() const { return worker_->id; }

@@ -118,6 +118,19 @@ namespace {
   if (Task* t = w.deque.pop()) return t;
   return w.prioritized.pop(INT32_MIN);
 }
+
+// Foreign threads fulfilled the last events of some tasks: complete them here (which may ready successors on
+// w), then look again.
+[[gnu::noinline]] Task* inbox_for_work(Worker& w) {
+  if (!drain_inbox(w)) return nullptr;
+  if (Task* t = w.next) {
+    w.next = nullptr;
+    return t;
+  }
+  if (Task* t = w.prioritized.pop(1)) return t;
+  if (Task* t = w.deque.pop()) return t;
+  return w.prioritized.pop(INT32_MIN);
+}
 }  // namespace
 
 Task* find_queued_work(Worker& w) {
@@ -126,6 +139,8 @@ Task* find_queued_work(Worker& w) {
   if (Task* t = w.prioritized.pop(INT32_MIN)) return t;
   if (w.engine->has_progress()) [[unlikely]]  // before stealing: a message is work that only a poll finds
     if (Task* t = poll_for_work(w)) return t;
+  if (w.engine->inbox_nonempty()) [[unlikely]]  // tasks that events fulfilled on foreign threads let complete
+    if (Task* t = inbox_for_work(w)) return t;
   auto& ws = w.engine->workers;
   const std::size_t n = ws.size();
   if (n > 1) {
@@ -156,7 +171,7 @@ namespace {
 // idle loop.
 bool idle_recheck(const Worker& w) {
   const Engine& e = *w.engine;
-  if (w.next || w.counted || e.idle_interrupted()) return true;
+  if (w.next || w.counted || e.idle_interrupted() || e.inbox_nonempty()) return true;
   for (const auto& v : e.workers)
     if (v->deque.maybe_nonempty() || !v->prioritized.empty()) return true;
   return false;
@@ -462,14 +477,16 @@ void run_task(Worker& w, Task* t) {
 
 
 // Allocates nothing (the slot is in the descriptor): it runs in exception handlers, also for std::bad_alloc.
-void record_error(Worker& w, Task* parent, std::exception_ptr e) noexcept {
-  std::lock_guard<std::mutex> g(w.engine->error_mutex);
-  if (parent->has_error.load(std::memory_order_relaxed)) {
-    ++w.counters.exceptions_dropped;
-    return;
-  }
-  parent->error = std::move(e);
+bool store_error(Engine& e, Task* parent, std::exception_ptr& x) noexcept {
+  std::lock_guard<std::mutex> g(e.error_mutex);
+  if (parent->has_error.load(std::memory_order_relaxed)) return false;
+  parent->error = std::move(x);
   parent->has_error.store(true, std::memory_order_release);  // pairs with the acquire in take_child_error
+  return true;
+}
+
+void record_error(Worker& w, Task* parent, std::exception_ptr e) noexcept {
+  if (!store_error(*w.engine, parent, e)) ++w.counters.exceptions_dropped;
 }
 
 std::exception_ptr take_child_error(Worker& w, Task* t) noexcept {
@@ -483,6 +500,80 @@ std::exception_ptr take_child_error(Worker& w, Task* t) noexcept {
 
 void rethrow_child_error(Worker& w, Task* t) {
   if (std::exception_ptr e = take_child_error(w, t)) std::rethrow_exception(e);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Completion events (weft::Event)
+// ---------------------------------------------------------------------------------------------------------
+// An unfulfilled event is a unit (kEventUnit) of its task's `alive`, above the children (so waits and
+// throttling, which read the children's bits, ignore it): Context::event adds it (relaxed: the body's guard
+// keeps the task from completing meanwhile, and the handle reaches other threads only through a
+// synchronisation of the program's own), fulfill_event takes it back. Whoever brings `alive` to zero completes
+// the task, as for the body's end, a child's completion or a weak node's (end_body, take_counted,
+// complete_weak): a task that never takes an event pays nothing.
+//
+// A foreign thread (no worker of this engine, or the communication thread, which must not complete tasks) that
+// brings the count to zero has no worker to complete the task with: it pushes the task to the engine's inbox and
+// wakes a worker. Workers look at the inbox when their own queues are empty (find_queued_work), and the idle
+// loop's re-check sees it, so a worker about to sleep either sees the task or is woken by the push's wake_one
+// (the same store-buffer protocol as a queue push, see Engine::idle_).
+
+void Engine::inbox_push(Task* t) noexcept {
+  Task* head = inbox_.load(std::memory_order_relaxed);
+  do {
+    t->edges[0].succ = head;  // t has run: no predecessor reads its edges any more
+  } while (!inbox_.compare_exchange_weak(head, t, std::memory_order_release, std::memory_order_relaxed));
+}
+
+bool drain_inbox(Worker& w) {
+  Task* t = w.engine->inbox_take();
+  if (!t) return false;
+  while (t) {
+    Task* const nx = t->edges[0].succ;  // before completing: t may be recycled then
+    complete(w, t);
+    t = nx;
+  }
+  return true;
+}
+
+void fulfill_event(Engine& e, Task* t, std::exception_ptr error) noexcept {
+  Worker* const w = tls_worker;
+  // The error goes to t's own slot, as a child's would: when t completes it fails with it (fail_with_child_error:
+  // its successors are cancelled and its parent gets it), unless its body's own exception reached the parent
+  // first. Recorded before the unit is returned (the completer reads it after acquiring the count).
+  if (w && w->engine == &e && !w->progress_only) {
+    if (error && !store_error(e, t, error)) ++w->counters.exceptions_dropped;
+    // acq_rel: the release publishes what this thread did before fulfilling (the results of the operation the
+    // event stood for) to whoever completes t; the acquire, if this completes t, what its body and children did.
+    const std::int64_t before = t->alive.fetch_sub(kEventUnit, std::memory_order_acq_rel);
+    WEFT_ASSERT((before & kUnitsMask) != 0);
+    if (before & kChildWaiter) [[unlikely]]
+      wake_child_waiter(*w, t);  // the root of a run waiting for its own events (run_root)
+    if (before != kEventUnit) return;
+    complete(*w, t);
+    // Fulfilled from inside a body (or a poll): what that completion produced must not wait for the body to
+    // end: the batched count of finished children (a parent's taskwait may be waiting for it) and the immediate
+    // successor (queued where any worker can take it).
+    while (w->counted) flush_completions(*w);
+    if (Task* n = w->next) {
+      w->next = nullptr;
+      schedule(*w, n);
+    }
+    return;
+  }
+  // seq_cst, before anything else touches t or the engine: see Engine::outside_users (run_root reads it).
+  e.outside_users.fetch_add(1, std::memory_order_seq_cst);
+  if (error && !store_error(e, t, error)) e.outside_exceptions_dropped.fetch_add(1, std::memory_order_relaxed);
+  const std::int64_t before = t->alive.fetch_sub(kEventUnit, std::memory_order_acq_rel);  // as above
+  WEFT_ASSERT((before & kUnitsMask) != 0);
+  if (before & kChildWaiter) [[unlikely]]
+    e.wake_all();
+  if (before == kEventUnit) {
+    e.inbox_push(t);  // release: the worker that takes it acquires what we acquired from the count
+    e.wake_one();     // after the push (its fence orders the push before the read of the sleepers)
+  }
+  // release: our accesses to the engine happen before run_root's acquiring read of a zero.
+  e.outside_users.fetch_sub(1, std::memory_order_release);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -795,6 +886,10 @@ void Engine::run_root(const TaskKind* kind, void (*call)(void*, Context&), void*
   }
   // Implicit taskwait: every task of the run descends from the root.
   wait_for_children(w, root);
+  // Events the root itself took (Context::event in the run's function): the run ends once they are fulfilled
+  // too. Watched: a fulfil that sees kChildWaiter wakes us (fulfill_event).
+  if (root->alive.load(std::memory_order_acquire) & kUnitsMask) [[unlikely]]
+    wait_until(w, [&] { return (root->alive.load(std::memory_order_acquire) & kUnitsMask) == 0; }, root);
   if (w.counted) flush_completions(w);
   // The root completes as any task of its kind (which frees what it keeps for its children); it has no
   // successor and no parent. Its children's exception is taken first: it is rethrown from run().
@@ -805,6 +900,10 @@ void Engine::run_root(const TaskKind* kind, void (*call)(void*, Context&), void*
     WEFT_ASSERT(!best && w.completing.empty());
   }
   free_task(w, root);
+  // A foreign thread that fulfilled an event of this run may still be on its way out of the engine (its inbox
+  // push and wake-up): the Runtime must not be destroyed under it. Its announcement happens before the last
+  // completions of the run (see Engine::outside_users), so we see it here.
+  while (outside_users.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   // seq_cst: without fences (a TSan build), the recorder's end_run relies on it (trace::enter_run).
   running_.store(false, std::memory_order_seq_cst);
   wake_all();  // workers asleep in the run's idle loop leave it (the recorder's end_run waits for them)
@@ -841,13 +940,33 @@ const Options& Runtime::options() const { return engine_->options; }
 Stats Runtime::stats() const {
   std::vector<detail::Counters> c;
   for (auto& wp : engine_->workers) c.push_back(wp->counters);
-  return detail::sum_stats(c.data(), c.size());
+  Stats s = detail::sum_stats(c.data(), c.size());
+  s.exceptions_dropped += engine_->outside_exceptions_dropped.load(std::memory_order_relaxed);
+  return s;
+}
+
+void Event::fulfill() {
+  if (!task_) throw std::logic_error("weft::Event::fulfill: the handle holds no event (fulfilled already, moved from, or empty)");
+  detail::fulfill_event(*engine_, std::exchange(task_, nullptr), nullptr);
+}
+
+void Event::fail(std::exception_ptr error) {
+  if (!task_) throw std::logic_error("weft::Event::fail: the handle holds no event (fulfilled already, moved from, or empty)");
+  if (!error) throw std::logic_error("weft::Event::fail: null exception_ptr");
+  detail::fulfill_event(*engine_, std::exchange(task_, nullptr), std::move(error));
+}
+
+void Event::abandon() noexcept {
+  detail::fulfill_event(
+      *engine_, std::exchange(task_, nullptr),
+      std::make_exception_ptr(std::logic_error("weft::Event destroyed without being fulfilled (its task fails)")));
 }
 
 Profile Runtime::profile() const { return engine_->recorder ? engine_->recorder->last_profile() : Profile{}; }
 
 void Runtime::reset_stats() {
   for (auto& wp : engine_->workers) wp->counters = detail::Counters{};
+  engine_->outside_exceptions_dropped.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace weft

@@ -275,6 +275,20 @@ class Engine {
   /// What the attached source demands (none if there is none).
   ProgressDemand progress_demand() noexcept;
 
+  // --- completion events (weft::Event) fulfilled by threads that are not workers of this engine ---
+  /// Tasks whose last unit a foreign thread released: they are complete but for complete(), which needs a
+  /// worker. A lock-free stack linked through edges[0].succ (free once a task has run: see Task::edges);
+  /// pushed with release, drained (exchange) with acquire by a worker looking for work (drain_inbox).
+  bool inbox_nonempty() const noexcept { return inbox_.load(std::memory_order_relaxed) != nullptr; }
+  void inbox_push(Task* t) noexcept;
+  Task* inbox_take() noexcept { return inbox_.exchange(nullptr, std::memory_order_acquire); }
+  /// Foreign threads inside Event::fulfill / fail: each announces itself before it touches the task's count
+  /// and leaves after its last access to the engine (the inbox push, the wake-up); run_root waits for none to
+  /// be left before it returns, so a run cannot end (and the Runtime be destroyed) under such a thread.
+  std::atomic<unsigned> outside_users{0};
+  /// Exceptions dropped (Stats::exceptions_dropped) by foreign threads, which have no worker counters.
+  std::atomic<std::uint64_t> outside_exceptions_dropped{0};
+
  private:
   [[gnu::noinline]] void wake_slow();
   void leave_wait();
@@ -285,6 +299,7 @@ class Engine {
   std::atomic<const ProgressSource*> threaded_{nullptr};  // the source, when the communication thread polls it
   std::atomic<unsigned> progress_users_{0};
   std::size_t poll_source(std::atomic<const ProgressSource*>& slot) noexcept;
+  alignas(64) std::atomic<Task*> inbox_{nullptr};  // own line: pushed by foreign threads, read by idle workers
   void progress_main();  // the communication thread
   std::thread progress_thread_;
 
@@ -382,8 +397,9 @@ void run_task(Worker& w, Task* t);
 struct WaitCondition {
   bool (*done)(const void* ctx);
   const void* ctx;
-  /// Non-null: `done` depends only on this task's count of unfinished children, and the worker sleeps until a
-  /// completion of one of them wakes it (kChildWaiter). Null: the sleep is timed (the condition is polled).
+  /// Non-null: `done` depends only on this task's `alive` count (its unfinished children, or for the root of a
+  /// run its unfulfilled events), and the worker sleeps until a completion of one of them (or a fulfil) wakes
+  /// it (kChildWaiter). Null: the sleep is timed (the condition is polled).
   Task* watched;
   /// Never sleep: yield between polls (a waiter that drives communication itself, see wait_until).
   bool keep_polling = false;
@@ -428,6 +444,15 @@ void wait_until(Worker& w, Cond&& done, Task* watched = nullptr, bool keep_polli
 }
 /// Records e as the first exception of parent's children (dropped, and counted, if one is pending already).
 void record_error(Worker& w, Task* parent, std::exception_ptr e) noexcept;
+/// The same from any thread: returns false if e was dropped (the caller counts it).
+bool store_error(Engine& e, Task* parent, std::exception_ptr& x) noexcept;
+/// Completes the tasks foreign threads left in the engine's inbox (see Engine::inbox_push), on w. Returns
+/// whether there were any.
+bool drain_inbox(Worker& w);
+/// Completion events: a unit of t's `alive` (kEventUnit) per unfulfilled event. Fulfils one of t's events
+/// (after recording `error`, if any, as t's own child error): on a worker of `e`, completes t there if that
+/// was the last thing it waited for; elsewhere hands t to the workers (the inbox).
+void fulfill_event(Engine& e, Task* t, std::exception_ptr error) noexcept;
 /// Takes (and clears) the first pending exception of t's children; null if none.
 std::exception_ptr take_child_error(Worker& w, Task* t) noexcept;
 /// Rethrows (and clears) the first pending exception of t's children.

@@ -26,6 +26,11 @@
 //     few choices of throwers whose outcome the documentation leaves to timing;
 //   * long programs (kinds long, long_exc): 1500-4000 children of the root over 40-320 variables, so that records,
 //     descriptors and the domain's hash table grow and recycle.
+// Completion events (weft::Event): in the weft runs of one program in three, about one task in four (chosen by
+// hashes of the program's seed and the task id, so the generator and the reference are untouched) takes an event at the start of its
+// body and leaves it in a shared pool; every body first fulfils one pooled event of any earlier task (an
+// unrelated task, a descendant, ...), and a plain std::thread fulfils the others after a short delay. An
+// event only delays its task's completion, so every observation must still equal the sequential one.
 // Each program runs on 4 runtimes: 1 worker; 2 workers; 3 workers with max_tasks = 4 (throttling);
 // 4 workers without immediate successor. Each run compares which bodies ran (and how often), every task's
 // recorded reads (a caught exception is logged), the exception each wait rethrew and the one out of
@@ -34,6 +39,7 @@
 //
 // Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_DIFF_SEED=<seed> WEFT_DIFF_KIND=<kind>
 // reruns one program verbosely (test Differential.Single); WEFT_DIFF_PROGRAMS overrides the count;
+// WEFT_DIFF_EVENTS=0|1 takes completion events in no program or in all (default: one in three);
 // WEFT_DIFF_HANG_SECONDS (default 20, 60 under sanitizers) is how long one program may make no progress
 // before the test prints its seed and aborts. To shrink a failing program: random/minimize.py.
 #include <gtest/gtest.h>
@@ -47,6 +53,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -373,6 +380,70 @@ struct Exec {
   std::unique_ptr<std::atomic<int>[]> runs;
   std::unique_ptr<std::atomic<int>[]> inside;
   std::atomic<int> exclusion_violations{0};
+  struct EventPool* events = nullptr;  // weft runs: completion events (see the top of this file)
+};
+
+// The weft runs of this program take completion events (one program in three; WEFT_DIFF_EVENTS=0: none, 1: all).
+bool events_enabled(u64 seed) {
+  if (const char* e = std::getenv("WEFT_DIFF_EVENTS")) return std::atoi(e) != 0;
+  return mix(seed, 0xE7E7ull) % 3 == 0;
+}
+
+// Pending completion events: fulfilled by later task bodies, or by the pool's own thread (a foreign thread for
+// the runtimes), so that none waits forever.
+struct EventPool {
+  EventPool() : thread_([this] { loop(); }) {}
+  ~EventPool() {
+    {
+      std::lock_guard<std::mutex> g(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // At the start of task `id`'s body: fulfils a pooled event, then maybe takes one of its own.
+  void body_start(u64 seed, int id, weft::Context& cx) {
+    weft::Event other;
+    {
+      std::lock_guard<std::mutex> g(m_);
+      if (!pool_.empty()) {
+        other = std::move(pool_.front());
+        pool_.pop_front();
+      }
+    }
+    if (other) other.fulfill();
+    if (mix(seed ^ 0xE7E7E7E7ull, static_cast<u64>(id)) % 4 != 0) return;
+    weft::Event mine = cx.event();
+    {
+      std::lock_guard<std::mutex> g(m_);
+      pool_.push_back(std::move(mine));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lk(m_);
+    unsigned k = 0;
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || !pool_.empty(); });
+      if (stop_ && pool_.empty()) return;
+      lk.unlock();
+      for (unsigned i = 0, n = (++k % 4) * 8; i < n; ++i) std::this_thread::yield();  // lag behind
+      lk.lock();
+      if (pool_.empty()) continue;
+      weft::Event ev = std::move(pool_.front());
+      pool_.pop_front();
+      lk.unlock();
+      ev.fulfill();
+      lk.lock();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<weft::Event> pool_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 bool may_read_after_wait(const Task& t, int id, int v) {
@@ -711,6 +782,7 @@ struct WeftCtx {
     }
     Exec* ep = &e;
     spawn_dynamic(cx, [ep, child](weft::Context& c) {
+      if (ep->events) ep->events->body_start(ep->p.seed, child, c);
       WeftCtx sub{*ep, c};
       task_body(*ep, child, sub);
     }, acc, n, t.priority, t.labelled);
@@ -911,6 +983,7 @@ struct Runner {
     }
   }
   std::vector<std::unique_ptr<weft::Runtime>> runtimes;
+  EventPool events;
 
   // Returns an empty string on success, else a failure description.
   std::string check(const Program& p, bool verbose) {
@@ -924,11 +997,13 @@ struct Runner {
       g_progress.config = static_cast<int>(ci);
       g_progress.ticks.fetch_add(1);
       Exec got(p);
+      got.events = events_enabled(p.seed) ? &events : nullptr;
       rt.reset_stats();
       std::string error;
       bool run_threw = false;
       try {
         rt.run([&](weft::Context& cx) {
+          if (got.events) events.body_start(p.seed, 0, cx);
           WeftCtx root{got, cx};
           task_body(got, 0, root);
         });

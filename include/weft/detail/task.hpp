@@ -15,6 +15,7 @@ namespace detail {
 struct Task;
 struct Domain;
 struct Worker;
+class Engine;
 struct CommLock;
 struct WeakLink;
 struct IterNode;
@@ -52,8 +53,9 @@ struct alignas(64) Task {
   std::atomic<bool> cancelled;            ///< failed, or a predecessor failed (then the body is skipped)
   std::uint16_t owner;                    ///< worker whose pool holds this descriptor
   const TaskKind* kind;                   ///< set at creation; fixed once the task is visible to other threads
-  /// (weak nodes not done) << 32  +  kAliveGuard (while the body runs)  +  published children - finished children;
-  /// bit 62: the body sleeps until a child finishes (engine: kChildWaiter).
+  /// (weak nodes not done + completion events not fulfilled) << 32  +  kAliveGuard (while the body runs)
+  /// +  published children - finished children; bit 62: the body sleeps until a child finishes (engine:
+  /// kChildWaiter).
   std::atomic<std::int64_t> alive;
 
   // --- set once at spawn ---
@@ -109,6 +111,11 @@ struct alignas(64) Task {
 
 inline constexpr std::int64_t kAliveGuard = std::int64_t{1} << 30;
 inline constexpr std::int64_t kWeakUnit = std::int64_t{1} << 32;
+/// A completion event not fulfilled yet (weft::Event) counts as a weak node does: a unit above the children,
+/// so that taskwait and throttling (which read the low 32 bits) do not wait for it.
+inline constexpr std::int64_t kEventUnit = kWeakUnit;
+/// The units (weak nodes and events) of an `alive` count: bits 32-61.
+inline constexpr std::int64_t kUnitsMask = ((std::int64_t{1} << 30) - 1) << 32;
 static_assert(sizeof(Task) == 256, "the inline body fills the descriptor's last cache line");
 
 // --- Detached tasks: the entry points of the flow front end (weft/flow.hpp) -------------------------------
