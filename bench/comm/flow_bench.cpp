@@ -185,6 +185,19 @@ Args parse(int argc, char** argv) {
 
 }  // namespace
 
+// The WEFT_* environment (WEFT_COMM_THREAD, WEFT_BIND, ...) with --workers workers; a bad variable ends the
+// program with its message.
+weft::Options options(unsigned workers) {
+  try {
+    weft::Options o = weft::Options::from_environment();
+    o.num_threads = workers;
+    return o;
+  } catch (const weft::config_error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(2);
+  }
+}
+
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   int provided = 0;
@@ -194,9 +207,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (n == 1) {
     // One process: the binary tree only, the reference for the spread tree of a 2-rank run.
-    weft::Options o;
-    o.num_threads = a.workers;
-    weft::Runtime rt(o);
+    weft::Runtime rt(options(a.workers));
     std::vector<double> one;
     for (int r = 0; r < a.reps; ++r) one.push_back(tree(rt, a.depth, false));
     std::printf("weft-bench-dist: 1 process x %u worker%s, median of %d runs\n  binary tree, depth %d (ns/task) %.1f\n",
@@ -214,9 +225,7 @@ int main(int argc, char** argv) {
   using Big = std::array<std::byte, 64 * 1024>;
   std::vector<double> raw8, weft8, raw64, weft64, fence, spread, local;
   {
-    weft::Options o;
-    o.num_threads = a.workers;
-    weft::Runtime rt(o);
+    weft::Runtime rt(options(a.workers));
     for (int r = 0; r < a.reps; ++r) {
       raw8.push_back(raw_pingpong(raw, 8, a.hops));
       weft8.push_back(flow_hops<std::uint64_t>(rt, a.hops));
@@ -228,10 +237,12 @@ int main(int argc, char** argv) {
     }
   }
   if (me == 0) {
+    const bool threaded = options(a.workers).comm_thread == weft::CommThread::on;
     auto mbs = [](double us) { return 64.0 * 1024 / us; };  // MB/s of one 64 KiB message per `us`
-    std::printf("weft-bench-dist: 2 ranks x %u worker%s, medians of %d runs (%ld and %ld hops, %d fences, tree "
+    std::printf("weft-bench-dist: 2 ranks x %u worker%s%s, medians of %d runs (%ld and %ld hops, %d fences, tree "
                 "depth %d)\n",
-                a.workers, a.workers == 1 ? "" : "s", a.reps, a.hops, a.big_hops, a.fences, a.depth);
+                a.workers, a.workers == 1 ? "" : "s", threaded ? " + a communication thread" : "", a.reps, a.hops,
+                a.big_hops, a.fences, a.depth);
     std::printf("  %-34s %12s %12s %8s\n", "", "raw MPI", "weft flow", "ratio");
     std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "hop, 8 B (us)", median(raw8), median(weft8),
                 median(weft8) / median(raw8));

@@ -191,16 +191,20 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
   // A round is short (a few pause instructions, well under a microsecond) so that a task pushed by another
   // worker is stolen within about a microsecond: at fine grain that latency is paid at every dependency
   // that crosses workers.
+  // With a communication thread, work from other ranks comes from that thread, which may share this core
+  // (WEFT_COMM_THREAD=on without a spare one): spin only briefly before yielding to it, or each message would
+  // wait out this spin (measured: 0.5 ms per 8-byte hop). On a core of its own a yield returns at once.
+  Engine& e = *w.engine;
+  const unsigned spin = e.progress_worker ? 64 : 4096;
   unsigned r = ++w.idle_rounds;
-  if (r < 4096) {
+  if (r < spin) {
     for (int i = 0; i < 4; ++i) WEFT_PAUSE();
     return;
   }
-  if (r < 4096 + 256) {
+  if (r < spin + 256) {
     std::this_thread::yield();
     return;
   }
-  Engine& e = *w.engine;
   const ProgressDemand demand = e.has_progress() ? e.progress_demand() : ProgressDemand::none;
   if (demand == ProgressDemand::polling || (cond && cond->keep_polling)) [[unlikely]] {
     std::this_thread::yield();  // operations in flight, or a waiter that drives them: back to polling
@@ -289,11 +293,13 @@ void Engine::progress_main() {
     }
     const std::size_t n = poll_source(threaded_);
     if (w.counted) flush_completions(w);
-    // A core of its own: spin between empty polls; after a while yield too, in case that core is shared after
-    // all (WEFT_COMM_THREAD=on on a busy machine).
+    // Spin between empty polls for a few microseconds, then yield after each one: on a core of its own a
+    // yield returns at once (a syscall, about a microsecond), and on a core shared with a worker (=on without
+    // a spare core) it lets the worker run the tasks this thread handed over; spinning longer there costs a
+    // scheduler slice per message (measured: an 8-byte hop of 0.5 ms after 1024 spins, BENCHMARKS.md).
     if (n != 0) {
       empty = 0;
-    } else if (++empty < 1024) {
+    } else if (++empty < 32) {
       WEFT_PAUSE();
     } else {
       std::this_thread::yield();
