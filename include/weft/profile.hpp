@@ -138,6 +138,9 @@ struct Profile {
 struct ProcessRank {
   int rank = 0;
   int size = 1;  ///< 1: a single process (no launcher); 0: several, how many is unknown
+  /// Processes of the job on this node, as the launcher says (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS); 0:
+  /// unknown. 1 for a single process.
+  int local_size = 1;
   bool several() const { return size != 1; }
 };
 ProcessRank process_rank();

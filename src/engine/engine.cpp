@@ -250,13 +250,11 @@ void Engine::attach_progress(const ProgressSource* s) {
   const ProgressSource* none = nullptr;
   if (!(progress_worker ? threaded_ : progress_).compare_exchange_strong(none, s, std::memory_order_seq_cst))
     throw std::logic_error("weft: a progress source is already attached to this runtime");
-  if (progress_worker) {
-    { std::lock_guard<std::mutex> g(sleep_mutex); }  // the thread checks the source under it before it sleeps
-    sleep_cv.notify_all();
-    return;
-  }
-  for (auto& w : workers) w->progress_countdown.store(kProgressPollEvery, std::memory_order_relaxed);
-  wake_all();  // sleepers re-evaluate with the source (it may demand polling already)
+  if (!progress_worker)
+    for (auto& w : workers) w->progress_countdown.store(kProgressPollEvery, std::memory_order_relaxed);
+  // Sleepers re-evaluate with the source (it may demand polling already); the communication thread, asleep
+  // between fences, starts polling.
+  wake_all();
 }
 
 void Engine::detach_progress() noexcept {
@@ -752,31 +750,20 @@ void free_large_body(void* p, std::size_t, std::size_t align) { ::operator delet
 // ---------------------------------------------------------------------------------------------------------
 
 namespace {
-// A whole decimal environment variable, or -1.
-int env_count(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || *v < '0' || *v > '9') return -1;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  return *end == '\0' && x < 0x7fffffff ? static_cast<int>(x) : -1;
-}
-
 // CommThread::automatic: does this process have a core for a communication thread, beside its workers? Only in
 // a job of several processes (one process has nothing to communicate). A CPU mask smaller than the machine is
 // this process's own (a launcher that binds its ranks); the machine's whole mask is shared with the job's other
 // processes on this node, as the launcher counts them (unknown: no core is spare).
 bool spare_core(unsigned workers) {
-  if (!process_rank().several()) return false;
+  const ProcessRank job = process_rank();
+  if (!job.several()) return false;
   cpu_set_t mask;
   if (sched_getaffinity(0, sizeof mask, &mask) != 0) return false;
   const long cores = CPU_COUNT(&mask);
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
   long sharing = 1;
-  if (cores >= online) {
-    int local = env_count("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (local < 1) local = env_count("MPI_LOCALNRANKS");
-    if (local < 1) return false;
-    sharing = local;
+  if (cores >= sysconf(_SC_NPROCESSORS_ONLN)) {
+    if (job.local_size < 1) return false;
+    sharing = job.local_size;
   }
   return cores >= sharing * (static_cast<long>(workers) + 1);
 }

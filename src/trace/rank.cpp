@@ -35,9 +35,13 @@ ProcessRank process_rank() {
                          Family{"PMIX_RANK", nullptr}}) {
     const int rank = env_int(f.rank);
     if (rank < 0) continue;
-    if (!f.size) return ProcessRank{rank, 0};
+    // Processes on this node: Open MPI's count, or Hydra's (MPICH, Intel MPI); neither: unknown.
+    int local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local < 1) local = env_int("MPI_LOCALNRANKS");
+    if (local < 1) local = 0;
+    if (!f.size) return ProcessRank{rank, 0, local};
     const int size = env_int(f.size);
-    if (size > rank) return ProcessRank{rank, size};
+    if (size > rank) return ProcessRank{rank, size, local};
   }
   return ProcessRank{};
 }

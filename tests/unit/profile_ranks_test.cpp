@@ -31,7 +31,8 @@ bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0;
 class Env : public testing::Test {
  protected:
   static constexpr const char* kVars[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-                                          "PMIX_RANK", "WEFT_PROFILE", "WEFT_TRACE"};
+                                          "PMIX_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                          "WEFT_PROFILE", "WEFT_TRACE"};
   void SetUp() override {
     for (const char* v : kVars) ::unsetenv(v);
   }
@@ -94,6 +95,20 @@ TEST_F(Ranks, RankFromTheLaunchersEnvironment) {
   set("OMPI_COMM_WORLD_RANK", "0");
   set("OMPI_COMM_WORLD_SIZE", "1");  // mpirun -np 1: a single process
   EXPECT_FALSE(weft::process_rank().several());
+}
+
+TEST_F(Ranks, ProcessesOnThisNode) {
+  EXPECT_EQ(weft::process_rank().local_size, 1);  // a single process
+  set("OMPI_COMM_WORLD_RANK", "1");
+  set("OMPI_COMM_WORLD_SIZE", "4");
+  EXPECT_EQ(weft::process_rank().local_size, 0);  // not said: unknown
+  set("MPI_LOCALNRANKS", "2");  // Hydra's
+  EXPECT_EQ(weft::process_rank().local_size, 2);
+  set("OMPI_COMM_WORLD_LOCAL_SIZE", "3");  // Open MPI's first
+  EXPECT_EQ(weft::process_rank().local_size, 3);
+  set("OMPI_COMM_WORLD_LOCAL_SIZE", "x");
+  set("MPI_LOCALNRANKS", "0");
+  EXPECT_EQ(weft::process_rank().local_size, 0);
 }
 
 TEST_F(Ranks, EnvironmentFileNamesArePerRank) {
