@@ -59,9 +59,12 @@
 //     default-constructed) throws std::logic_error and changes nothing. fulfill() and fail() may be called from
 //     any thread: another task, a thread weft does not know, a callback; before or after the body returns.
 //     Callbacks that must be copyable (std::function) hold it through a std::shared_ptr<weft::Event>.
-//   - A task may take any number of events. Taking one costs an atomic operation; a task that takes none pays
+//   - A task may take any number of events. Taking one costs two atomic operations; a task that takes none pays
 //     nothing. An event is a phantom child of the task, counted beside its children: it is no child for
-//     taskwait (the task's own taskwait does not wait for its events) nor for throttling.
+//     taskwait (the task's own taskwait does not wait for its events) nor for throttling. Throttling
+//     (Options::max_tasks) does not count, among a parent's unfinished children, one per event they hold: what
+//     they wait for may be a task the parent has yet to spawn (a receive whose send comes later), so the
+//     parent never waits for them there; they are bounded by the events the program takes.
 //   - ev.fail(std::exception_ptr) fulfils the event as failed: the task fails as if its body had thrown (its
 //     dependents are cancelled, the exception is rethrown by the parent's next taskwait/taskwait_on, or by
 //     Runtime::run), once it completes. An exception escaping the body takes precedence over its events'

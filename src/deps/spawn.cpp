@@ -226,6 +226,8 @@ Event Context::event() {
   // relaxed: the body's guard keeps t from completing while it runs; the handle reaches other threads only
   // through a synchronisation of the program's own, which orders this before their fulfil.
   t->alive.fetch_add(detail::kEventUnit, std::memory_order_relaxed);
+  // Relaxed: a hint for the parent's throttling (see held_events); t keeps the parent from completing.
+  if (detail::Task* p = t->parent) detail::held_events(p).fetch_add(1, std::memory_order_relaxed);
   return detail::ContextAccess::make_event(t, worker_->engine);
 }
 

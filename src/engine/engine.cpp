@@ -238,58 +238,75 @@ void wake_child_waiter(Worker& w, Task* p) {
   w.engine->wake_all();
 }
 
-// --- the progress source -------------------------------------------------------------------------------------
-// A user announces itself (seq_cst increment) before it reads the source (seq_cst); detach clears the source
+// --- the progress sources ------------------------------------------------------------------------------------
+// A user announces itself (seq_cst increment) before it reads a source slot (seq_cst); detach clears the slot
 // (seq_cst) before it reads the users: in the single total order, either the user's read comes after the clear
 // (it sees none) or its increment comes before the detacher's read of the users (which then waits for it).
-
-// With a communication thread the source goes to threaded_ instead, which only that thread reads: the same
-// protocol, with the thread as the one user.
+// With a communication thread the workers never read the slots (worker_sources_ stays 0): the thread is the one
+// user, under the same protocol.
 
 void Engine::attach_progress(const ProgressSource* s) {
-  const ProgressSource* none = nullptr;
-  if (!(progress_worker ? threaded_ : progress_).compare_exchange_strong(none, s, std::memory_order_seq_cst))
-    throw std::logic_error("weft: a progress source is already attached to this runtime");
+  {
+    std::lock_guard<std::mutex> g(attach_mutex_);
+    std::atomic<const ProgressSource*>* free_slot = nullptr;
+    for (auto& slot : sources_) {
+      const ProgressSource* cur = slot.load(std::memory_order_relaxed);
+      if (cur == s) throw std::logic_error("weft: this progress source is already attached to the runtime");
+      if (!cur && !free_slot) free_slot = &slot;
+    }
+    if (!free_slot) throw std::logic_error("weft: too many progress sources attached to one runtime");
+    free_slot->store(s, std::memory_order_seq_cst);
+    attached_.fetch_add(1, std::memory_order_seq_cst);
+    if (!progress_worker) worker_sources_.fetch_add(1, std::memory_order_seq_cst);
+  }
   if (!progress_worker)
     for (auto& w : workers) w->progress_countdown.store(kProgressPollEvery, std::memory_order_relaxed);
   // Sleepers re-evaluate with the source (it may demand polling already); the communication thread, asleep
-  // between fences, starts polling.
+  // while no source is attached, starts polling.
   wake_all();
 }
 
-void Engine::detach_progress() noexcept {
-  progress_.store(nullptr, std::memory_order_seq_cst);
-  threaded_.store(nullptr, std::memory_order_seq_cst);
+void Engine::detach_progress(const ProgressSource* s) noexcept {
+  {
+    std::lock_guard<std::mutex> g(attach_mutex_);
+    for (auto& slot : sources_) {
+      if (slot.load(std::memory_order_relaxed) != s) continue;
+      slot.store(nullptr, std::memory_order_seq_cst);
+      attached_.fetch_sub(1, std::memory_order_seq_cst);
+      if (!progress_worker) worker_sources_.fetch_sub(1, std::memory_order_seq_cst);
+      break;
+    }
+  }
   while (progress_users_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
-std::size_t Engine::poll_source(std::atomic<const ProgressSource*>& slot) noexcept {
+std::size_t Engine::poll_progress() noexcept {
   progress_users_.fetch_add(1, std::memory_order_seq_cst);
   std::size_t n = 0;
-  if (const ProgressSource* s = slot.load(std::memory_order_seq_cst)) n = s->poll(s->ctx);
+  for (auto& slot : sources_)
+    if (const ProgressSource* s = slot.load(std::memory_order_seq_cst)) n += s->poll(s->ctx);
   progress_users_.fetch_sub(1, std::memory_order_release);
   return n;
 }
 
-std::size_t Engine::poll_progress() noexcept { return poll_source(progress_); }
-
-// The communication thread (Options::comm_thread): while a source is attached it polls it back to back; the
-// tasks that messages make ready go to its worker's queues (detached_submit, schedule), whence the workers,
-// woken by the push, steal them. It returns the credits it took on the anchor's count after every poll, so that
-// a fence waiting for the count to reach zero is not held up by them. Between fences it sleeps.
+// The communication thread (Options::comm_thread): while a source is attached it polls the sources back to
+// back; the tasks that messages make ready go to its worker's queues (detached_submit, schedule), whence the
+// workers, woken by the push, steal them. It returns the credits it took on the anchor's count after every
+// poll, so that a fence waiting for the count to reach zero is not held up by them. While none is attached
+// it sleeps.
 void Engine::progress_main() {
   Worker& w = *progress_worker;
   tls_worker = &w;
   unsigned empty = 0;
   while (!stop_.load(std::memory_order_acquire)) {
-    if (!threaded_.load(std::memory_order_acquire)) {
+    if (attached_.load(std::memory_order_acquire) == 0) {
       std::unique_lock<std::mutex> lk(sleep_mutex);
       sleep_cv.wait(lk, [&] {
-        return stop_.load(std::memory_order_relaxed) || threaded_.load(std::memory_order_relaxed) != nullptr;
+        return stop_.load(std::memory_order_relaxed) || attached_.load(std::memory_order_relaxed) != 0;
       });
       continue;
     }
-    const std::size_t n = poll_source(threaded_);
+    const std::size_t n = poll_progress();
     if (w.counted) flush_completions(w);
     // Spin between empty polls for a few microseconds, then yield after each one: on a core of its own a
     // yield returns at once (a syscall, about a microsecond), and on a core shared with a worker (=on without
@@ -309,7 +326,8 @@ void Engine::progress_main() {
 ProgressDemand Engine::progress_demand() noexcept {
   progress_users_.fetch_add(1, std::memory_order_seq_cst);
   ProgressDemand d = ProgressDemand::none;
-  if (const ProgressSource* s = progress_.load(std::memory_order_seq_cst)) d = s->demand(s->ctx);
+  for (auto& slot : sources_)
+    if (const ProgressSource* s = slot.load(std::memory_order_seq_cst)) d = std::max(d, s->demand(s->ctx));
   progress_users_.fetch_sub(1, std::memory_order_release);
   return d;
 }
@@ -473,8 +491,29 @@ void flush_completions(Worker& w) {
   if (Task* p = take_counted(w)) complete(w, p);
 }
 
+namespace {
+// One task fewer before w polls the progress sources (see Worker::progress_countdown).
+[[gnu::noinline]] void count_down_progress(Worker& w, std::uint32_t n) {
+  if (n > 1) {
+    w.progress_countdown.store(n - 1, std::memory_order_relaxed);
+    return;
+  }
+  Engine& e = *w.engine;
+  w.progress_countdown.store(e.has_progress() ? kProgressPollEvery : 0, std::memory_order_relaxed);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - w.last_busy_poll < kProgressPollInterval) return;
+  w.last_busy_poll = now;
+  e.poll_progress();
+}
+
+}  // namespace
+
 void run_task(Worker& w, Task* t) {
   WEFT_ASSERT(!finished(t) && t->kind->run);
+  // A worker that always finds work in its own queues would never poll: messages (and the MPI requests tasks
+  // wait for) would wait for an idle moment: it polls between tasks too (see kProgressPollInterval).
+  if (const std::uint32_t n = w.progress_countdown.load(std::memory_order_relaxed)) [[unlikely]]
+    count_down_progress(w, n);
   if (w.counted && t->parent != w.counted_parent) flush_completions(w);  // don't sit on them during a body
   t->kind->run(w, t);
 }
@@ -540,6 +579,14 @@ bool drain_inbox(Worker& w) {
   return true;
 }
 
+namespace {
+// One event fewer held by a child of t's parent (see held_events): before t's unit is returned, while t (and so
+// its parent) cannot complete. Relaxed: throttling reads it as a hint.
+void release_held_event(Task* t) {
+  if (Task* p = t->parent) held_events(p).fetch_sub(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 void fulfill_event(Engine& e, Task* t, std::exception_ptr error) noexcept {
   Worker* const w = tls_worker;
   // The error goes to t's own slot, as a child's would: when t completes it fails with it (fail_with_child_error:
@@ -547,6 +594,7 @@ void fulfill_event(Engine& e, Task* t, std::exception_ptr error) noexcept {
   // first. Recorded before the unit is returned (the completer reads it after acquiring the count).
   if (w && w->engine == &e && !w->progress_only) {
     if (error && !store_error(e, t, error)) ++w->counters.exceptions_dropped;
+    release_held_event(t);
     // acq_rel: the release publishes what this thread did before fulfilling (the results of the operation the
     // event stood for) to whoever completes t; the acquire, if this completes t, what its body and children did.
     const std::int64_t before = t->alive.fetch_sub(kEventUnit, std::memory_order_acq_rel);
@@ -568,6 +616,7 @@ void fulfill_event(Engine& e, Task* t, std::exception_ptr error) noexcept {
   // seq_cst, before anything else touches t or the engine: see Engine::outside_users (run_root reads it).
   e.outside_users.fetch_add(1, std::memory_order_seq_cst);
   if (error && !store_error(e, t, error)) e.outside_exceptions_dropped.fetch_add(1, std::memory_order_relaxed);
+  release_held_event(t);
   const std::int64_t before = t->alive.fetch_sub(kEventUnit, std::memory_order_acq_rel);  // as above
   WEFT_ASSERT((before & kUnitsMask) != 0);
   if (before & kChildWaiter) [[unlikely]]
@@ -586,11 +635,42 @@ void fulfill_event(Engine& e, Task* t, std::exception_ptr error) noexcept {
 
 void throttle_wait(Worker& w, Task* p) {
   const std::int64_t limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
+  // Children that hold completion events wait for something outside the engine, which may well be a task the
+  // producer has yet to spawn (a receive whose send comes later), and so may their successors: they are not
+  // counted (held_events), and while any is held the producer stops waiting as soon as it finds nothing to
+  // run (after a poll of the progress sources), or it could wait for them forever.
+  auto counted = [&] { return unfinished_children(w, p) - held_events(p).load(std::memory_order_relaxed); };
+  publish_children(p);
+  if (counted() < limit) return;
   // Run tasks instead of spawning until half the bound remains.
   ++w.counters.throttle_stalls;
   trace::on_runtime(w);
-  publish_children(p);
-  wait_until(w, [&] { return unfinished_children(w, p) <= limit / 2; }, p);
+  // wait_until's loop, which also ends when it finds nothing to run while children hold events.
+  struct Check {
+    Worker& w;
+    Task* p;
+    std::int64_t half;
+    bool operator()() const {
+      return unfinished_children(w, p) - held_events(p).load(std::memory_order_relaxed) <= half ||
+             held_events(p).load(std::memory_order_relaxed) > 0;  // the loop decides (re-check before a sleep)
+    }
+  } const check{w, p, limit / 2};
+  const WaitCondition cond{[](const void* c) { return (*static_cast<const Check*>(c))(); }, &check, p};
+  while (counted() > limit / 2) {
+    if (Task* t = find_work(w)) {
+      w.idle_rounds = 0;
+      run_task(w, t);
+    } else if (held_events(p).load(std::memory_order_relaxed) > 0) {
+      break;  // stuck: spawn on
+    } else {
+      idle_backoff(w, &cond);
+    }
+  }
+  w.idle_rounds = 0;
+  if (Task* t = w.next) [[unlikely]] {  // see wait_until
+    w.next = nullptr;
+    schedule(w, t);
+  }
 }
 
 void wait_for_children(Worker& w, Task* p) {
@@ -621,28 +701,10 @@ constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, lat
   for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);  // popped last first: pushed back first last
 }
 
-// One flow task fewer before w polls the progress source (see Worker::progress_countdown).
-[[gnu::noinline]] void count_down_progress(Worker& w, std::uint32_t n) {
-  if (n > 1) {
-    w.progress_countdown.store(n - 1, std::memory_order_relaxed);
-    return;
-  }
-  Engine& e = *w.engine;
-  w.progress_countdown.store(e.has_progress() ? kProgressPollEvery : 0, std::memory_order_relaxed);
-  const auto now = std::chrono::steady_clock::now();
-  if (now - w.last_busy_poll < kProgressPollInterval) return;
-  w.last_busy_poll = now;
-  e.poll_progress();
-}
-
 // A detached task has no children and no successor list: it completes when its body returns; it is counted in
 // its anchor and its descriptor is recycled at once.
 void run_detached(Worker& w, Task* t) {
   run_body(w, t);
-  // A worker that always finds work in its own queues would never poll: messages (and the operations that only
-  // polls move) would wait for an idle moment: it polls between tasks too (see kProgressPollInterval).
-  if (const std::uint32_t n = w.progress_countdown.load(std::memory_order_relaxed)) [[unlikely]]
-    count_down_progress(w, n);
   // The body's sends went to the deque, where other workers could take them while it ran; the first of them
   // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
   // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
@@ -790,7 +852,17 @@ Engine::Engine(const Options& o) : options(o) {
   if (progress_worker) progress_thread_ = std::thread([this] { progress_main(); });
 }
 
+Engine::Service& Engine::install_service(std::size_t slot, std::unique_ptr<Service> (*make)(Engine&)) {
+  std::lock_guard<std::mutex> g(service_mutex_);
+  if (Service* s = services_[slot].load(std::memory_order_relaxed)) return *s;
+  Service* s = make(*this).release();
+  services_[slot].store(s, std::memory_order_release);  // see service()
+  return *s;
+}
+
 Engine::~Engine() {
+  // Services first: they may detach progress sources, which needs the engine whole.
+  for (auto& s : services_) delete s.exchange(nullptr, std::memory_order_acquire);
   stop_.store(true, std::memory_order_release);
   wake_all();  // idle sleepers and workers between runs, and the communication thread
   for (auto& t : threads_) t.join();

@@ -3,6 +3,7 @@
 // of task, defined by the front ends: src/deps, src/iter, and the detached tasks of src/flow below).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -129,7 +130,7 @@ struct alignas(64) Worker {
   /// The communication thread's worker (Options::comm_thread): it polls the progress source and never runs a
   /// task; the tasks its message handlers make ready wait in its queues, where the other workers steal them.
   bool progress_only = false;
-  // Flow tasks left before this worker polls the progress source (run_detached); 0: no source attached. Set by
+  // Tasks left before this worker polls the progress sources (run_task); 0: no source attached. Set by
   // attach_progress (relaxed: a worker that sees it late polls later), counted down by the worker itself.
   std::atomic<std::uint32_t> progress_countdown{0};
   std::chrono::steady_clock::time_point last_busy_poll{};  // this worker's last poll between tasks
@@ -175,10 +176,11 @@ enum class ProgressDemand : unsigned char {
 };
 
 /// A source of outside work that the workers drive: the transport of a distributed front end, whose messages
-/// make tasks ready. The engine knows nothing else of it (no MPI, no front end). A worker polls it when it finds
-/// its own queues empty, before it steals (so also in every round of the idle loop, which looks for work first),
-/// between flow tasks at most every kProgressPollInterval (so that a busy worker still answers messages; the
-/// clock is read every kProgressPollEvery tasks), and asks what it
+/// make tasks ready, or the poller of MPI requests that tasks wait for. The engine knows nothing else of it (no
+/// MPI, no front end). A worker polls the sources when it finds its own queues empty, before it steals (so also
+/// in every round of the idle loop, which looks for work first), between tasks at most every
+/// kProgressPollInterval (so that a busy worker still answers messages; the clock is read every
+/// kProgressPollEvery tasks), and asks what they
 /// demands before it sleeps: nothing in the engine would wake a worker when a message arrives (Open MPI makes no
 /// asynchronous progress: if every worker slept until a push, no message would move).
 struct ProgressSource {
@@ -190,7 +192,7 @@ struct ProgressSource {
   ProgressDemand (*demand)(void* ctx) noexcept;
   void* ctx;
 };
-/// A worker running flow (detached) tasks reads the clock every this many tasks, and polls the progress source
+/// A worker running tasks while sources are attached reads the clock every this many tasks, and polls them
 /// if kProgressPollInterval has passed since its last such poll: a poll costs about a microsecond (a pass of
 /// MPI's progress engine), so at most a few percent of a busy worker's time, and a message waits for a busy
 /// worker at most about that interval (or 16 tasks).
@@ -259,21 +261,35 @@ class Engine {
   /// poll the progress source themselves. Workers steal from it as from any other; num_workers() omits it.
   Worker* progress_worker = nullptr;
 
-  /// Attaches the progress source (one at a time: throws std::logic_error if one is attached). Any thread; `s`
-  /// must stay valid until detach_progress() has returned. With a communication thread (progress_worker), that
-  /// thread polls the source without pause while it is attached, and the workers never do: for them there is
-  /// no source (has_progress() is false).
+  /// The most progress sources attached at once (a front end's transport, the MPI request poller, ...).
+  static constexpr std::size_t kMaxProgressSources = 4;
+  /// Attaches a progress source (several may be attached at once, up to kMaxProgressSources; attaching one
+  /// twice, or one more, throws std::logic_error). Any thread; `s` must stay valid until detach_progress(s)
+  /// has returned. With a communication thread (progress_worker), that thread polls the sources without pause
+  /// while any is attached, and the workers never do: for them there is no source (has_progress() is false).
   void attach_progress(const ProgressSource* s);
-  /// Detaches the source; returns once no worker is inside its poll() or demand() any more. Any thread, also a
-  /// worker (not from inside the source's own poll()).
-  void detach_progress() noexcept;
-  /// A source is attached: the one branch the scheduling and idle paths pay (relaxed; a worker that misses a
+  /// Detaches `s` (nothing if it is not attached); returns once no worker is inside a source's poll() or
+  /// demand() any more. Any thread, also a worker (not from inside a source's own poll()).
+  void detach_progress(const ProgressSource* s) noexcept;
+  /// Workers poll sources: the one branch the scheduling and idle paths pay (relaxed; a worker that misses a
   /// source just attached sees it at its next round).
-  bool has_progress() const noexcept { return progress_.load(std::memory_order_relaxed) != nullptr; }
-  /// Polls the attached source, if any (see ProgressSource::poll); 0 if none.
+  bool has_progress() const noexcept { return worker_sources_.load(std::memory_order_relaxed) != 0; }
+  /// Polls every attached source (see ProgressSource::poll); the events handled, 0 if none.
   std::size_t poll_progress() noexcept;
-  /// What the attached source demands (none if there is none).
+  /// The strongest demand of the attached sources (none if there is none).
   ProgressDemand progress_demand() noexcept;
+
+  // --- per-runtime state of front ends that outlives a run (the MPI request poller) ---
+  /// Created on first use, destroyed with the engine (first thing: while the workers still exist).
+  struct Service {
+    virtual ~Service() = default;
+  };
+  /// Service slots, one per front end that needs one (numbered by the front ends: kServiceMpiRequests).
+  static constexpr std::size_t kServiceSlots = 2;
+  /// The service in `slot`, or null. Acquire: pairs with install_service's release (the service is built).
+  Service* service(std::size_t slot) const noexcept { return services_[slot].load(std::memory_order_acquire); }
+  /// The service in `slot`, created by make(*this) if there is none yet (one thread creates it; make may throw).
+  Service& install_service(std::size_t slot, std::unique_ptr<Service> (*make)(Engine&));
 
   // --- completion events (weft::Event) fulfilled by threads that are not workers of this engine ---
   /// Tasks whose last unit a foreign thread released: they are complete but for complete(), which needs a
@@ -293,12 +309,17 @@ class Engine {
   [[gnu::noinline]] void wake_slow();
   void leave_wait();
   alignas(64) std::atomic<std::uint64_t> idle_{0};
-  // The progress source and the number of workers inside one of its functions (detach_progress waits for 0).
-  // Own line: read by idle workers, written only on attach and detach.
-  alignas(64) std::atomic<const ProgressSource*> progress_{nullptr};
-  std::atomic<const ProgressSource*> threaded_{nullptr};  // the source, when the communication thread polls it
+  // The progress sources and the number of threads inside one of their functions (detach_progress waits for
+  // 0). Own line: read by idle workers, written only on attach and detach. worker_sources_ counts the sources
+  // the workers poll (all of them without a communication thread, none with one); attached_ counts them all
+  // (the communication thread polls while it is not 0). Both change under attach_mutex_.
+  alignas(64) std::atomic<unsigned> worker_sources_{0};
+  std::atomic<unsigned> attached_{0};
+  std::array<std::atomic<const ProgressSource*>, kMaxProgressSources> sources_{};
   std::atomic<unsigned> progress_users_{0};
-  std::size_t poll_source(std::atomic<const ProgressSource*>& slot) noexcept;
+  std::mutex attach_mutex_;
+  std::array<std::atomic<Service*>, kServiceSlots> services_{};  // owned (deleted in ~Engine)
+  std::mutex service_mutex_;  // install_service (not attach_mutex_: a service attaches a source as it is built)
   alignas(64) std::atomic<Task*> inbox_{nullptr};  // own line: pushed by foreign threads, read by idle workers
   void progress_main();  // the communication thread
   std::thread progress_thread_;
@@ -465,6 +486,10 @@ inline std::int64_t unfinished_children(const Worker& w, const Task* p) {
       static_cast<std::int64_t>(static_cast<std::uint32_t>(p->alive.load(std::memory_order_acquire))) - kAliveGuard;
   return w.counted_parent == p ? n - w.counted : n;
 }
+/// Completion events taken by p's children and not fulfilled yet: they live in p's `pending`, which nothing
+/// else reads once p runs (its predecessors have all finished), so the count costs no space. Incremented by
+/// Context::event, decremented by fulfill_event; zero again before p completes (its children complete first).
+inline std::atomic<std::int32_t>& held_events(Task* p) { return p->pending; }
 /// Throttling, before p spawns a child: if p has Options::max_tasks unfinished children, runs tasks until half
 /// as many remain. Inline: the test is on every spawn.
 void throttle_wait(Worker& w, Task* p);

@@ -135,8 +135,9 @@ class Remote final : public RemoteBase {
     engine.attach_progress(&source_);
     struct Detach {
       wd::Engine& e;
-      ~Detach() { e.detach_progress(); }
-    } detach{engine};
+      ~Detach() { e.detach_progress(s); }
+      const wd::ProgressSource* s;
+    } detach{engine, &source_};
     std::exception_ptr seed_error;
     try {
       seeds(arg);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 #include <string>
+#include <vector>
 
 #include <sched.h>
 #include <unistd.h>
@@ -112,32 +113,54 @@ TEST_P(Progress, OutsideWorkFoundByIdleWorkersWithoutPush) {
     w.engine->attach_progress(&ps);
     // Watched: the wait sleeps until a child of the root finishes, untimed unless the source is busy.
     wait_until(w, [&] { return src.ran.load() == src.expected; }, root);
-    w.engine->detach_progress();
+    w.engine->detach_progress(&ps);
   });
   producer.join();
   EXPECT_EQ(src.ran.load(), src.expected);
   EXPECT_GT(src.polls.load(), 0);
 }
 
-TEST_P(Progress, NoPollWithoutSourceAndOneSourceAtATime) {
+TEST_P(Progress, NoPollWithoutSourceAndSeveralSourcesAtOnce) {
   weft::Options o;
   o.num_threads = GetParam();
   weft::Runtime rt(o);
-  FakeSource src;
-  const ProgressSource ps = src.source();
+  FakeSource src, other;
+  const ProgressSource ps = src.source(), ps2 = other.source();
+  other.expected = 1;  // demands (timed) until an item of it ran
   rt.run([&](weft::Context& cx) {
     Engine& e = *tls_worker->engine;
-    src.anchor = ContextAccess::task(cx);
+    src.anchor = other.anchor = ContextAccess::task(cx);
     EXPECT_FALSE(e.has_progress());
     e.attach_progress(&ps);
     EXPECT_TRUE(e.has_progress());
-    EXPECT_THROW(e.attach_progress(&ps), std::logic_error);
-    // A worker with nothing to do polls (its queues are empty).
-    wait_until(*tls_worker, [&] { return src.polls.load() >= 3; });
-    e.detach_progress();
+    EXPECT_THROW(e.attach_progress(&ps), std::logic_error);  // once each
+    e.attach_progress(&ps2);
+    EXPECT_EQ(e.progress_demand(), ProgressDemand::timed);  // the strongest of the two
+    // A worker with nothing to do polls both (its queues are empty).
+    wait_until(*tls_worker, [&] { return src.polls.load() >= 3 && other.polls.load() >= 3; });
+    {
+      std::lock_guard<std::mutex> g(other.m);
+      other.items.push_back(1);
+    }
+    wait_until(*tls_worker, [&] { return other.ran.load() == 1; });
+    EXPECT_EQ(e.progress_demand(), ProgressDemand::none);
+    e.detach_progress(&ps2);
+    EXPECT_TRUE(e.has_progress());
+    const int other_polls = other.polls.load();
+    wait_until(*tls_worker, [&] { return src.polls.load() >= 6; });
+    EXPECT_EQ(other.polls.load(), other_polls);  // detached: not polled any more
+    e.detach_progress(&ps);
     EXPECT_FALSE(e.has_progress());
     EXPECT_EQ(e.poll_progress(), 0u);
     EXPECT_EQ(e.progress_demand(), ProgressDemand::none);
+    // At most kMaxProgressSources at once.
+    std::vector<FakeSource> many(Engine::kMaxProgressSources + 1);
+    std::vector<ProgressSource> mps;
+    for (auto& m : many) mps.push_back(m.source());
+    for (std::size_t i = 0; i < Engine::kMaxProgressSources; ++i) e.attach_progress(&mps[i]);
+    EXPECT_THROW(e.attach_progress(&mps.back()), std::logic_error);
+    for (std::size_t i = 0; i < Engine::kMaxProgressSources; ++i) e.detach_progress(&mps[i]);
+    EXPECT_FALSE(e.has_progress());
   });
   const int polls = src.polls.load();
   EXPECT_GT(polls, 0);
@@ -145,6 +168,38 @@ TEST_P(Progress, NoPollWithoutSourceAndOneSourceAtATime) {
     for (int i = 0; i < 100; ++i) cx.spawn([] {});
   });
   EXPECT_EQ(src.polls.load(), polls);  // detached: never polled again
+}
+
+// Dependency tasks that never leave a worker idle still poll between them (at most every
+// kProgressPollInterval, checked every kProgressPollEvery tasks): outside work is not left for the end.
+TEST_P(Progress, BusyWorkersPollBetweenDependencyTasks) {
+  weft::Options o;
+  o.num_threads = GetParam();
+  weft::Runtime rt(o);
+  FakeSource src;
+  const ProgressSource ps = src.source();
+  std::atomic<int> polls_seen_by_chain{0};
+  rt.run([&](weft::Context& cx) {
+    Engine& e = *tls_worker->engine;
+    src.anchor = ContextAccess::task(cx);
+    e.attach_progress(&ps);
+    const int before = src.polls.load();
+    int x = 0;
+    // A chain long enough to span many poll intervals, each task busy for a few microseconds.
+    for (int i = 0; i < 2000; ++i)
+      cx.spawn(
+          [&, before] {
+            const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(5);
+            while (std::chrono::steady_clock::now() < end) {
+            }
+            if (++x == 2000) polls_seen_by_chain = src.polls.load() - before;
+          },
+          weft::inout(x));
+    cx.taskwait();
+    e.detach_progress(&ps);
+  });
+  // A chain leaves the other workers idle (they poll anyway); one worker polls only between tasks.
+  EXPECT_GT(polls_seen_by_chain.load(), 10);
 }
 
 // Options::comm_thread = on: a thread of its own polls the source, also while every worker is busy in a task
@@ -175,7 +230,7 @@ TEST_P(Progress, CommThreadPollsWhileWorkersComputeAndWorkersNeverPoll) {
     while (src.ran.load() < src.expected) {
       if (Task* t = find_work(w)) run_task(w, t);  // as a waiting worker does
     }
-    w.engine->detach_progress();
+    w.engine->detach_progress(&ps);
   });
   EXPECT_EQ(src.ran.load(), src.expected);
   EXPECT_EQ(src.worker_polls.load(), 0);

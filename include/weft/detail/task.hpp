@@ -49,7 +49,8 @@ inline constexpr std::size_t kInlineEdges = 2;
 struct alignas(64) Task {
   // --- written concurrently (by predecessors / children / the finishing worker) ---
   std::atomic<std::uintptr_t> succ_head;  ///< EdgeNode* or kClosed
-  std::atomic<std::int32_t> pending;      ///< unfinished predecessors
+  std::atomic<std::int32_t> pending;      ///< unfinished predecessors; once running: events its children
+                                          ///< hold (engine: held_events)
   std::atomic<bool> cancelled;            ///< failed, or a predecessor failed (then the body is skipped)
   std::uint16_t owner;                    ///< worker whose pool holds this descriptor
   const TaskKind* kind;                   ///< set at creation; fixed once the task is visible to other threads
