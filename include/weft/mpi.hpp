@@ -39,8 +39,9 @@
 //   MPI_THREAD_MULTIPLE no lock is taken.
 // * Traffic: weft never touches the program's communicators beyond the operations it is asked to post; its own
 //   distributed front ends (weft::flow) use private duplicates of MPI_COMM_WORLD, so the two never mix.
-// * Where: dependency tasks (Context::spawn) and the root function of Runtime::run; not taskiter bodies nor
-//   their recorded tasks (weft::taskiter_error, as for Event).
+// * Where: dependency tasks (Context::spawn), tasks recorded by a taskiter (they post fresh requests every
+//   iteration: the time loop of a halo exchange is discovered once), and the root function of Runtime::run;
+//   not a taskiter body itself (weft::taskiter_error, as for Event).
 // * Collectives: MPI requires the collectives of one communicator to be posted in the same order on every
 //   rank. Tasks run in any order their dependencies allow, so order the tasks that post collectives on one
 //   communicator through a common access (e.g. weft::inout(comm) on the MPI_Comm variable each of them names).

@@ -59,9 +59,11 @@
 //   iteration to iteration and use the dependency system of their parent.
 // * Inside the body, taskwait and taskwait_on throw weft::taskiter_error: recorded tasks run only after the body
 //   has returned. A taskiter inside a body is recorded like any task (it runs whole at each iteration).
-// * Completion events (Context::event, weft/tasks.hpp): the body and the recorded tasks refuse them
-//   (weft::taskiter_error: a replayed task would need a new event every iteration); tasks nested in recorded
-//   tasks take them as any dependency task does.
+// * Completion events (Context::event, weft/tasks.hpp) and the MPI requests bound to tasks (weft/mpi.hpp):
+//   a recorded task takes them anew every time it runs (its body runs every iteration), and each instance
+//   completes, releasing that iteration's successors, only once its events are fulfilled: a halo exchange
+//   whose receives and sends are recorded tasks is discovered once and posts fresh requests every iteration.
+//   The body itself refuses them (weft::taskiter_error: its spawns have not run yet).
 // * weft::taskiter_iteration(cx) tells a recorded task (or a task nested in one) which iteration it runs.
 // * Exceptions: an exception escaping a recorded task (or cond) stops the loop: no later instance is released
 //   and no task body of a later instance runs (instances already released finish without running their

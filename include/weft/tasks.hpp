@@ -76,10 +76,10 @@
 //     std::logic_error ("destroyed without being fulfilled"), like std::promise's broken_promise: the task
 //     completes, nothing waits forever and nothing is silent. (An exception that unwinds the body past its
 //     Event is reported first, as above.)
-//   - Where: dependency tasks (Context::spawn, commutative ones too, at any nesting depth, children of
-//     replayed taskiter tasks included) and the root function of Runtime::run (run returns once its events are
-//     fulfilled). A taskiter body and its recorded tasks refuse it (weft::taskiter_error: a replayed task
-//     would need a new event every iteration); flow tasks have no Context, so cannot take one.
+//   - Where: dependency tasks (Context::spawn, commutative ones too, at any nesting depth), the tasks a
+//     taskiter recorded (a fresh event every iteration: see weft/taskiter.hpp) and their children, and the root
+//     function of Runtime::run (run returns once its events are fulfilled). A taskiter body itself refuses it
+//     (weft::taskiter_error); flow tasks have no Context, so cannot take one.
 //   - A fulfill() from a thread that is not a worker of the task's runtime (a plain std::thread, another
 //     Runtime's worker, the communication thread) only decrements the count; the completion it may trigger
 //     is handed to the workers (polled where they look for work, and a sleeping worker is woken), so that

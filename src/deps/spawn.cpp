@@ -214,15 +214,21 @@ void Context::taskwait_on(const void* address) {
   detail::rethrow_child_error(w, task_);
 }
 
-// An event of a dependency task (or of the root): a unit of its `alive` count (see fulfill_event, engine.cpp).
-// Other kinds with a Context are taskiter's (the recorder, replayed and control tasks), whose tasks run again
-// every iteration: one event could not stand for all of them.
+namespace detail {
+extern const TaskKind kReplayedTask;  // src/iter/taskiter.cpp
+}
+
+// An event of a dependency task, of a replayed taskiter task (its body runs again every iteration and takes its
+// events anew; an instance completes, and releases that iteration's successors, only once they are fulfilled),
+// or of the root: a unit of its `alive` count (see fulfill_event, engine.cpp). The taskiter body itself (the
+// recorder, whose spawns do not run) cannot take one.
 Event Context::event() {
   detail::Task* t = task_;
-  if (t->kind != &detail::kDependencyTask && t->kind != &detail::kCommutativeTask) [[unlikely]]
+  if (t->kind != &detail::kDependencyTask && t->kind != &detail::kCommutativeTask &&
+      t->kind != &detail::kReplayedTask) [[unlikely]]
     throw taskiter_error(std::string("weft: Context::event: a ") + t->kind->name +
-                         " task (a taskiter body or a task it recorded) cannot take a completion event; spawn a "
-                         "child task that takes it");
+                         " task (a taskiter body) cannot take a completion event; take it in a task the body "
+                         "spawns");
   // relaxed: the body's guard keeps t from completing while it runs; the handle reaches other threads only
   // through a synchronisation of the program's own, which orders this before their fulfil.
   t->alive.fetch_add(detail::kEventUnit, std::memory_order_relaxed);

@@ -300,18 +300,49 @@ TEST_P(Requests, FailedRequestFailsTheTask) {
                weft::mpi::error);
 }
 
-// Not in a taskiter body: the wrapper refuses before it posts anything.
+// A halo exchange around the ring under taskiter: the recorded receive and send tasks post fresh requests every
+// iteration, the graph is discovered once, and the result equals a sequential simulation of every rank.
+TEST_P(Requests, TaskiterPostsFreshRequestsEveryIteration) {
+  Comm comm;
+  const int r = world_rank(), n = world_size();
+  const int left = (r + n - 1) % n, right = (r + 1) % n;
+  constexpr long kP = 1000003;
+  constexpr int kIters = 150;
+  weft::Runtime rt(options(GetParam()));
+  long u = r + 1, edge = 0, ghost = 0;
+  const weft::mpi::Stats before = weft::mpi::stats();
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(
+        kIters,
+        [&](weft::Context& it) {
+          it.spawn([&] { edge = u; }, weft::in(u), weft::out(edge));
+          it.spawn([&](weft::Context& c) { weft::mpi::isend(c, &edge, 1, MPI_LONG, right, 1, comm.c); },
+                   weft::in(edge));
+          it.spawn([&](weft::Context& c) { weft::mpi::irecv(c, &ghost, 1, MPI_LONG, left, 1, comm.c); },
+                   weft::out(ghost));
+          it.spawn([&] { u = (u * 31 + ghost) % kP; }, weft::inout(u), weft::in(ghost));
+        },
+        weft::inout(u), weft::inout(edge), weft::inout(ghost));
+  });
+  std::vector<long> all(static_cast<std::size_t>(n));
+  for (int k = 0; k < n; ++k) all[k] = k + 1;
+  for (int i = 0; i < kIters; ++i) {
+    std::vector<long> next(all.size());
+    for (int k = 0; k < n; ++k) next[k] = (all[k] * 31 + all[(k + n - 1) % n]) % kP;
+    all = next;
+  }
+  EXPECT_EQ(u, all[r]);
+  EXPECT_EQ(weft::mpi::stats().requests_bound - before.requests_bound, 2u * kIters);
+}
+
+// Not in a taskiter body itself: the wrapper refuses before it posts anything.
 TEST_P(Requests, RefusedInTaskiterBodies) {
   Comm comm;
   weft::Runtime rt(options(GetParam()));
   int x = 0;
   EXPECT_THROW(rt.run([&](weft::Context& cx) {
                  cx.taskiter(
-                     3,
-                     [&](weft::Context& it) {
-                       it.spawn([&](weft::Context& cx) { weft::mpi::isend(cx, &x, 1, MPI_INT, 0, 0, comm.c); },
-                                weft::inout(x));
-                     },
+                     3, [&](weft::Context& it) { weft::mpi::isend(it, &x, 1, MPI_INT, 0, 0, comm.c); },
                      weft::inout(x));
                }),
                weft::taskiter_error);
