@@ -8,6 +8,9 @@
 #include <cstring>
 #include <string>
 
+#include <weft/mpi.hpp>
+#include <weft/weft.hpp>
+
 #include "comm/mpi_env.hpp"
 #include "comm/transport.hpp"
 #include "mpi_test_util.hpp"
@@ -50,6 +53,43 @@ TEST(ProgramInitialisedMpi, LevelRule) {
   t.send((t.rank() + 1) % t.size(), k, {}, {});
   weft_mpi_test::poll_until(t, [&] { return got; }, "the ring message");
   weft_mpi_test::barrier(t);
+}
+
+// MPI inside tasks (weft/mpi.hpp) at the program's level: refused below MPI_THREAD_SERIALIZED (the task fails
+// with weft::mpi::error naming the level, nothing hangs); a ring exchange in tasks on two workers otherwise,
+// with a raw MPI call of the program's own through weft::mpi::serialized.
+TEST(ProgramInitialisedMpi, TasksPostingMpi) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  weft::Options o;
+  o.num_threads = 2;
+  weft::Runtime rt(o);
+  int in = -1, out = rank;
+  auto ring = [&] {
+    rt.run([&](weft::Context& cx) {
+      cx.spawn([&](weft::Context& c) { weft::mpi::irecv(c, &in, 1, MPI_INT, (rank + size - 1) % size, 4, MPI_COMM_WORLD); },
+               weft::out(in));
+      cx.spawn([&](weft::Context& c) { weft::mpi::isend(c, &out, 1, MPI_INT, (rank + 1) % size, 4, MPI_COMM_WORLD); });
+    });
+  };
+  if (g_provided < MPI_THREAD_SERIALIZED) {
+    try {
+      ring();
+      ADD_FAILURE() << "no error at " << thread_level_name(g_provided);
+    } catch (const weft::mpi::error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind("weft: ", 0), 0u) << msg;
+      EXPECT_NE(msg.find(thread_level_name(g_provided)), std::string::npos) << msg;
+    }
+    EXPECT_THROW(weft::mpi::serialized([] {}), weft::mpi::error);
+    return;
+  }
+  ring();
+  EXPECT_EQ(in, (rank + size - 1) % size);
+  int probe = 0;
+  weft::mpi::serialized([&] { MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &probe, MPI_STATUS_IGNORE); });
+  EXPECT_EQ(probe, 0);  // every message of the ring was received
 }
 
 int level_of(const char* name) {
