@@ -508,13 +508,23 @@ namespace {
 
 }  // namespace
 
+namespace {
+// run_task's rare cases, out of line so that its common path needs no stack frame (a tail call).
+[[gnu::noinline]] void run_task_slow(Worker& w, Task* t) {
+  if (const std::uint32_t n = w.progress_countdown.load(std::memory_order_relaxed)) count_down_progress(w, n);
+  if (w.counted && t->parent != w.counted_parent) flush_completions(w);
+  t->kind->run(w, t);
+}
+}  // namespace
+
 void run_task(Worker& w, Task* t) {
   WEFT_ASSERT(!finished(t) && t->kind->run);
   // A worker that always finds work in its own queues would never poll: messages (and the MPI requests tasks
-  // wait for) would wait for an idle moment: it polls between tasks too (see kProgressPollInterval).
-  if (const std::uint32_t n = w.progress_countdown.load(std::memory_order_relaxed)) [[unlikely]]
-    count_down_progress(w, n);
-  if (w.counted && t->parent != w.counted_parent) flush_completions(w);  // don't sit on them during a body
+  // wait for) would wait for an idle moment: it polls between tasks too (see kProgressPollInterval). And the
+  // batched completions of another parent are not kept during a body.
+  if (w.progress_countdown.load(std::memory_order_relaxed) != 0 || (w.counted && t->parent != w.counted_parent))
+      [[unlikely]]
+    return run_task_slow(w, t);
   t->kind->run(w, t);
 }
 
