@@ -148,11 +148,22 @@ void iallreduce(Context& cx, const T* in, T* out, int count, MPI_Op op, MPI_Comm
 template <class F>
 decltype(auto) serialized(F&& f);
 
-/// Counters of this process (all runtimes), since it started.
+/// Counters of this process (all runtimes), since it started. Also in the profile (WEFT_PROFILE), section
+/// "mpi_requests", per run.
 struct Stats {
   std::uint64_t requests_bound = 0;      ///< requests handed to weft (bind and the wrappers)
   std::uint64_t requests_completed = 0;  ///< of which completed
   std::uint64_t polls = 0;               ///< polls that tested requests
+  double mpi_seconds = 0;                ///< inside weft's MPI calls (posts and tests), summed over threads
+  double outstanding_seconds = 0;        ///< wall time with at least one request outstanding (communication time)
+  /// Worker time available while requests were outstanding (workers x outstanding_seconds), and of it the time
+  /// workers were idle, polling for want of work. Both 0 with a communication thread (the workers never poll).
+  double worker_seconds = 0;
+  double idle_seconds = 0;
+  /// The overlap ratio: the share of the communication time during which the workers ran tasks rather than
+  /// waiting for the messages, 1 - idle_seconds / worker_seconds (a worker spinning in a task that waits
+  /// counts as running). Negative when unknown (no communication, or a communication thread).
+  double overlap() const { return worker_seconds > 0 ? 1.0 - idle_seconds / worker_seconds : -1.0; }
 };
 Stats stats() noexcept;
 

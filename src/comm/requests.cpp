@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <climits>
 #include <functional>
@@ -26,6 +27,7 @@
 #include "comm/mpi_env.hpp"
 #include "comm/sync.hpp"
 #include "engine/engine.hpp"
+#include "trace/counters.hpp"
 
 namespace weft::mpi {
 namespace {
@@ -36,7 +38,28 @@ constexpr std::size_t kServiceMpiRequests = 0;  // Engine service slot
 static_assert(kServiceMpiRequests < wd::Engine::kServiceSlots);
 constexpr int kBatch = 64;  // requests tested by one poll: bounds a poll's time (MPI_Testsome is linear)
 
-std::atomic<std::uint64_t> g_bound{0}, g_completed{0}, g_polls{0};  // Stats (relaxed: counters)
+// Stats of the process (relaxed: counters); times in nanoseconds.
+std::atomic<std::uint64_t> g_bound{0}, g_completed{0}, g_polls{0}, g_mpi_ns{0}, g_outstanding_ns{0},
+    g_worker_ns{0}, g_idle_ns{0};
+
+using Clock = std::chrono::steady_clock;
+std::uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
+// Adds to a process total and to one poller's own (the profile's section sums the pollers of several runtimes).
+void bump(std::atomic<std::uint64_t>& total, std::atomic<std::uint64_t>& mine, std::uint64_t v) {
+  total.fetch_add(v, std::memory_order_relaxed);
+  mine.fetch_add(v, std::memory_order_relaxed);
+}
+
+// The idle streak of this thread's last idle poll (see RequestPoller::account_idle).
+struct IdleStamp {
+  const void* poller = nullptr;
+  unsigned round = 0;
+  Clock::time_point at{};
+};
+thread_local IdleStamp tls_idle;
 
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -72,11 +95,34 @@ struct Entry {
 
 class RequestPoller final : public wd::Engine::Service {
  public:
-  explicit RequestPoller(wd::Engine& e) : engine_(e), serialized_(env().thread_level() < MPI_THREAD_MULTIPLE) {
+  explicit RequestPoller(wd::Engine& e)
+      : engine_(e),
+        serialized_(env().thread_level() < MPI_THREAD_MULTIPLE),
+        workers_(e.progress_worker ? 0 : e.options.num_threads) {
     source_ = {&poll_source, &source_demand, this};
     engine_.attach_progress(&source_);
+    counters_id_ = wd::trace::add_counter_source("mpi_requests", [this](std::vector<weft::Counter>& out) {
+      auto count = [&](const char* name, const std::atomic<std::uint64_t>& v) {
+        out.push_back({name, false, v.load(std::memory_order_relaxed), 0});
+      };
+      auto seconds = [&](const char* name, const std::atomic<std::uint64_t>& v) {
+        out.push_back({name, true, 0, 1e-9 * static_cast<double>(v.load(std::memory_order_relaxed))});
+      };
+      count("requests_bound", bound_);
+      count("requests_completed", completed_);
+      seconds("time_in_mpi", mpi_ns_);
+      seconds("time_outstanding", outstanding_ns_);
+      seconds("worker_time_outstanding", worker_ns_);
+      seconds("idle_time_outstanding", idle_ns_);
+    });
   }
-  ~RequestPoller() override { engine_.detach_progress(&source_); }
+  ~RequestPoller() override {
+    engine_.detach_progress(&source_);
+    wd::trace::remove_counter_source(counters_id_);
+  }
+
+  /// Time spent in an MPI call of weft's (a post).
+  void count_mpi(Clock::time_point begin) { bump(g_mpi_ns, mpi_ns_, ns_between(begin, Clock::now())); }
 
   static RequestPoller& of(wd::Engine& e) {
     if (wd::Engine::Service* s = e.service(kServiceMpiRequests)) return static_cast<RequestPoller&>(*s);
@@ -95,7 +141,7 @@ class RequestPoller final : public wd::Engine::Service {
     // After the push: a poller that sees the count finds the entry (both under or after pending_lock_).
     // Relaxed: a hint for demand() and the empty poll; the lock orders the entry itself.
     outstanding_.fetch_add(1, std::memory_order_relaxed);
-    g_bound.fetch_add(1, std::memory_order_relaxed);
+    bump(g_bound, bound_, 1);
   }
 
  private:
@@ -107,8 +153,24 @@ class RequestPoller final : public wd::Engine::Service {
                : wd::ProgressDemand::none;
   }
 
+  // A worker polling for want of work while requests are outstanding is idle since its previous such poll, if
+  // that one was in the same idle streak (its round count went up by one: it ran no task in between). The first
+  // interval of a streak is not counted (a few spins).
+  void account_idle(Clock::time_point now) {
+    const wd::Worker* w = wd::tls_worker;
+    if (!w || !w->idle_polling) return;
+    if (tls_idle.poller == this && w->idle_rounds >= 1 && w->idle_rounds == tls_idle.round + 1)
+      bump(g_idle_ns, idle_ns_, ns_between(tls_idle.at, now));
+    tls_idle = {this, w->idle_rounds, now};
+  }
+
   std::size_t poll() noexcept {
-    if (outstanding_.load(std::memory_order_relaxed) == 0) return 0;
+    if (outstanding_.load(std::memory_order_relaxed) == 0) {
+      tls_idle.poller = nullptr;
+      return 0;
+    }
+    const Clock::time_point now = Clock::now();
+    if (workers_ != 0) account_idle(now);
     if (!polling_.try_lock()) return 0;  // another worker is at it
     if (serialized_ && !comm::MpiEnv::get().token().try_acquire()) {
       polling_.unlock();
@@ -132,6 +194,8 @@ class RequestPoller final : public wd::Engine::Service {
       std::array<MPI_Status, kBatch> status;
       int outcount = 0;
       const int rc = MPI_Testsome(n, requests_.data() + cursor_, &outcount, index.data(), status.data());
+      const Clock::time_point after = Clock::now();
+      bump(g_mpi_ns, mpi_ns_, ns_between(now, after));
       g_polls.fetch_add(1, std::memory_order_relaxed);
       if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
         // The test itself failed (not one request): fail every request of the window, which MPI may have
@@ -165,12 +229,21 @@ class RequestPoller final : public wd::Engine::Service {
       }
       cursor_ += static_cast<std::size_t>(n);
     }
+    // Communication time: from poll to poll while requests are outstanding (polls follow each other within
+    // kProgressPollInterval on busy workers, back to back on idle ones).
+    if (last_outstanding_) {
+      const std::uint64_t dt = ns_between(last_poll_, now);
+      bump(g_outstanding_ns, outstanding_ns_, dt);
+      bump(g_worker_ns, worker_ns_, dt * workers_);
+    }
+    last_poll_ = now;
+    last_outstanding_ = !requests_.empty();
     if (serialized_) comm::MpiEnv::get().token().release();
     polling_.unlock();
     if (ndone == 0) return 0;
     // Release: the counts are hints, but a thread reading 0 after this must not see the entries again.
     outstanding_.fetch_sub(static_cast<std::size_t>(ndone), std::memory_order_release);
-    g_completed.fetch_add(static_cast<std::uint64_t>(ndone), std::memory_order_relaxed);
+    bump(g_completed, completed_, static_cast<std::uint64_t>(ndone));
     // The completion reaches the successors through the task's count (fulfill_event): the receive buffer and
     // the status written above happen before it.
     for (int i = 0; i < ndone; ++i) {
@@ -186,6 +259,11 @@ class RequestPoller final : public wd::Engine::Service {
 
   wd::Engine& engine_;
   const bool serialized_;
+  const unsigned workers_;  // workers that poll (0 with a communication thread: idle time is not measured)
+  std::uint64_t counters_id_ = 0;
+  std::atomic<std::uint64_t> bound_{0}, completed_{0}, mpi_ns_{0}, outstanding_ns_{0}, worker_ns_{0}, idle_ns_{0};
+  Clock::time_point last_poll_{};  // under polling_
+  bool last_outstanding_ = false;
   wd::ProgressSource source_{};
   alignas(64) std::atomic<std::size_t> outstanding_{0};
   comm::SpinLock pending_lock_;
@@ -236,10 +314,12 @@ void isend(Context& cx, const void* buf, int count, MPI_Datatype type, int dest,
   RequestPoller& p = poller(cx);
   Event ev = cx.event();  // first: a refused event (taskiter) leaves no request behind
   MPI_Request r;
+  const Clock::time_point begin = Clock::now();
   {
     SerialScope s(comm::MpiEnv::get());
     check(MPI_Isend(buf, count, type, dest, tag, comm, &r), "MPI_Isend");
   }
+  p.count_mpi(begin);
   p.add(r, MPI_STATUS_IGNORE, std::move(ev));
 }
 
@@ -248,10 +328,12 @@ void irecv(Context& cx, void* buf, int count, MPI_Datatype type, int source, int
   RequestPoller& p = poller(cx);
   Event ev = cx.event();
   MPI_Request r;
+  const Clock::time_point begin = Clock::now();
   {
     SerialScope s(comm::MpiEnv::get());
     check(MPI_Irecv(buf, count, type, source, tag, comm, &r), "MPI_Irecv");
   }
+  p.count_mpi(begin);
   p.add(r, status, std::move(ev));
 }
 
@@ -260,10 +342,12 @@ void iallreduce(Context& cx, const void* sendbuf, void* recvbuf, int count, MPI_
   RequestPoller& p = poller(cx);
   Event ev = cx.event();
   MPI_Request r;
+  const Clock::time_point begin = Clock::now();
   {
     SerialScope s(comm::MpiEnv::get());
     check(MPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, &r), "MPI_Iallreduce");
   }
+  p.count_mpi(begin);
   p.add(r, MPI_STATUS_IGNORE, std::move(ev));
 }
 
@@ -271,10 +355,12 @@ void ibcast(Context& cx, void* buf, int count, MPI_Datatype type, int root, MPI_
   RequestPoller& p = poller(cx);
   Event ev = cx.event();
   MPI_Request r;
+  const Clock::time_point begin = Clock::now();
   {
     SerialScope s(comm::MpiEnv::get());
     check(MPI_Ibcast(buf, count, type, root, comm, &r), "MPI_Ibcast");
   }
+  p.count_mpi(begin);
   p.add(r, MPI_STATUS_IGNORE, std::move(ev));
 }
 
@@ -282,16 +368,26 @@ void ibarrier(Context& cx, MPI_Comm comm) {
   RequestPoller& p = poller(cx);
   Event ev = cx.event();
   MPI_Request r;
+  const Clock::time_point begin = Clock::now();
   {
     SerialScope s(comm::MpiEnv::get());
     check(MPI_Ibarrier(comm, &r), "MPI_Ibarrier");
   }
+  p.count_mpi(begin);
   p.add(r, MPI_STATUS_IGNORE, std::move(ev));
 }
 
 Stats stats() noexcept {
-  return {g_bound.load(std::memory_order_relaxed), g_completed.load(std::memory_order_relaxed),
-          g_polls.load(std::memory_order_relaxed)};
+  auto sec = [](const std::atomic<std::uint64_t>& v) { return 1e-9 * static_cast<double>(v.load(std::memory_order_relaxed)); };
+  Stats s;
+  s.requests_bound = g_bound.load(std::memory_order_relaxed);
+  s.requests_completed = g_completed.load(std::memory_order_relaxed);
+  s.polls = g_polls.load(std::memory_order_relaxed);
+  s.mpi_seconds = sec(g_mpi_ns);
+  s.outstanding_seconds = sec(g_outstanding_ns);
+  s.worker_seconds = sec(g_worker_ns);
+  s.idle_seconds = sec(g_idle_ns);
+  return s;
 }
 
 namespace detail {

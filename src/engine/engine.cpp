@@ -109,7 +109,10 @@ namespace {
 // w's own queues were empty: poll the progress source (which may make tasks ready on w: a message's handler
 // submits its task to the polling worker), then look again.
 [[gnu::noinline]] Task* poll_for_work(Worker& w) {
-  if (w.engine->poll_progress() == 0) return nullptr;
+  w.idle_polling = true;
+  const std::size_t n = w.engine->poll_progress();
+  w.idle_polling = false;
+  if (n == 0) return nullptr;
   if (Task* t = w.next) {  // a single worker: detached_submit uses the immediate-successor slot
     w.next = nullptr;
     return t;

@@ -126,7 +126,10 @@ struct alignas(64) Worker {
   Task* counted_parent = nullptr;
   std::uint32_t counted = 0;
   std::uint64_t rng;
-  unsigned idle_rounds = 0;
+  unsigned idle_rounds = 0;  ///< rounds of the current idle streak (0: the worker found work since)
+  /// Inside a poll of the progress sources made because the worker found no work (not between tasks): a
+  /// source may count that time as the worker's idle time.
+  bool idle_polling = false;
   /// The communication thread's worker (Options::comm_thread): it polls the progress source and never runs a
   /// task; the tasks its message handlers make ready wait in its queues, where the other workers steal them.
   bool progress_only = false;

@@ -138,6 +138,18 @@ TEST_P(Requests, ManyRequestsInAnyOrder) {
   EXPECT_EQ(after.requests_bound - before.requests_bound, 2u * kMessages);
   EXPECT_EQ(after.requests_completed, after.requests_bound);  // none left once the run has returned
   EXPECT_GT(after.polls, before.polls);
+  // The times only grow; idle time is a part of the worker time; with a communication thread the workers
+  // never poll, so neither is measured.
+  EXPECT_GT(after.mpi_seconds, before.mpi_seconds);
+  EXPECT_GE(after.outstanding_seconds, before.outstanding_seconds);
+  EXPECT_LE(after.idle_seconds, after.worker_seconds + 1e-9);
+  if (weft::Options::from_environment().comm_thread == weft::CommThread::on) {
+    EXPECT_EQ(after.worker_seconds, 0.0);
+    EXPECT_LT(after.overlap(), 0.0);
+  } else if (after.worker_seconds > 0) {
+    EXPECT_GE(after.overlap(), 0.0);
+    EXPECT_LE(after.overlap(), 1.0);
+  }
 }
 
 // Collectives in tasks, ordered by the data they touch: a non-blocking allreduce of a value a task computed,
