@@ -192,6 +192,9 @@ class RequestPoller final : public wd::Engine::Service {
       const int n = static_cast<int>(std::min<std::size_t>(kBatch, total - cursor_));
       std::array<int, kBatch> index;
       std::array<MPI_Status, kBatch> status;
+      // MPI sets MPI_ERROR only under MPI_ERR_IN_STATUS; some implementations also set it when they
+      // return MPI_SUCCESS for a request that completed with an error: start from success and read it always.
+      for (int i = 0; i < n; ++i) status[i].MPI_ERROR = MPI_SUCCESS;
       int outcount = 0;
       const int rc = MPI_Testsome(n, requests_.data() + cursor_, &outcount, index.data(), status.data());
       const Clock::time_point after = Clock::now();
@@ -216,8 +219,7 @@ class RequestPoller final : public wd::Engine::Service {
           const int k = order[j];
           const std::size_t at = cursor_ + static_cast<std::size_t>(index[k]);
           Entry& e = entries_[at];
-          // Under MPI_ERR_IN_STATUS each status says; otherwise MPI_Testsome leaves MPI_ERROR unset.
-          const int err = rc == MPI_SUCCESS ? MPI_SUCCESS : status[k].MPI_ERROR;
+          const int err = status[k].MPI_ERROR;
           if (e.status != MPI_STATUS_IGNORE) *e.status = status[k];
           failed[ndone] = err;
           done[ndone++] = std::move(e);

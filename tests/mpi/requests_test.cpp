@@ -290,21 +290,33 @@ TEST_P(Requests, FailedRequestFailsTheTask) {
   weft::Runtime rt(options(GetParam()));
   int small = 0;
   const int big[4] = {1, 2, 3, 4};
-  bool dependent_ran = false;
-  try {
-    rt.run([&](weft::Context& cx) {
-      cx.spawn([&](weft::Context& cx) { weft::mpi::irecv(cx, &small, 1, MPI_INT, left, 5, comm.c); },
-               weft::out(small));
-      cx.spawn([&] { dependent_ran = true; }, weft::in(small));
-      cx.spawn([&](weft::Context& cx) { weft::mpi::isend(cx, big, 4, MPI_INT, right, 5, comm.c); });
-    });
-    ADD_FAILURE() << "no exception";
-  } catch (const weft::mpi::error& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind("weft: ", 0), 0u) << what;
-    EXPECT_NE(what.find("request"), std::string::npos) << what;
+  // Both orders: the receive posted first (it fails when the message arrives), or the message already there
+  // when the receive is posted (it may fail at once).
+  for (const bool send_first : {false, true}) {
+    bool dependent_ran = false;
+    char order = 0;  // orders the send before the receive when it is spawned first
+    MPI_Barrier(comm.c);
+    try {
+      rt.run([&](weft::Context& cx) {
+        auto send = [&](weft::Context& cx) { weft::mpi::isend(cx, big, 4, MPI_INT, right, 5, comm.c); };
+        if (send_first) cx.spawn(send, weft::out(order));
+        cx.spawn(
+            [&](weft::Context& cx) {
+              if (send_first) busy(std::chrono::microseconds(300));  // let the message arrive
+              weft::mpi::irecv(cx, &small, 1, MPI_INT, left, 5, comm.c);
+            },
+            weft::out(small), weft::in(order));  // after the send when it came first
+        cx.spawn([&] { dependent_ran = true; }, weft::in(small));
+        if (!send_first) cx.spawn(send);
+      });
+      ADD_FAILURE() << "no exception (send first: " << send_first << ")";
+    } catch (const weft::mpi::error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("weft: ", 0), 0u) << what;
+      EXPECT_NE(what.find("MPI"), std::string::npos) << what;
+    }
+    EXPECT_FALSE(dependent_ran);
   }
-  EXPECT_FALSE(dependent_ran);
   // A wrapper whose post fails throws from the body: a rank out of range.
   EXPECT_THROW(rt.run([&](weft::Context& cx) {
                  cx.spawn([&](weft::Context& cx) { weft::mpi::isend(cx, &small, 1, MPI_INT, n + 5, 0, comm.c); });
