@@ -52,9 +52,9 @@
 // iterations (again at most k-1 iterations beyond the sequential loop).
 //
 // Semantics and limits:
-// * Accesses of recorded tasks: in, out, inout. inoutset, commutative and weak accesses inside a taskiter body
-//   throw weft::taskiter_error at the spawn (their concurrent groups cannot be replayed with the ordering
-//   guarantees above). Several accesses of one task to one datum merge as for spawn.
+// * Accesses of recorded tasks: in, out, inout. inoutset, commutative, reduction and weak accesses inside a
+//   taskiter body throw weft::taskiter_error at the spawn (their concurrent groups cannot be replayed with the
+//   ordering guarantees above; a recorded task may spawn a reduction's tasks as its children). Several accesses of one task to one datum merge as for spawn.
 // * Tasks spawned by recorded tasks while they run (nested tasks) are ordinary tasks: they may differ from
 //   iteration to iteration and use the dependency system of their parent.
 // * Inside the body, taskwait and taskwait_on throw weft::taskiter_error: recorded tasks run only after the body

@@ -412,7 +412,7 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
       Loop::discard(w, t);
       throw taskiter_error(std::string("weft: taskiter: a recorded task has an access ") + weft::to_string(md) +
                            "; tasks spawned by a taskiter body may use in, out and inout only (spawn the "
-                           "concurrent group from one recorded task instead)");
+                           "concurrent group, or the reduction, from one recorded task instead)");
     }
     auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[i].address; });
     if (it == merged.end())
