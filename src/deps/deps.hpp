@@ -49,6 +49,18 @@ struct ReductionLink {
 struct ReductionLinks {
   std::vector<ReductionLink> links;
 };
+/// The replayed tasks of taskiter (src/iter): a recorded task with reductions keeps its links in its vertex.
+extern const TaskKind kReplayedTask;
+const ReductionLinks* replayed_reduction_links(const Task* t);
+/// The reductions of a running task t (null if it has none): its children's reductions join them.
+inline const ReductionLinks* reduction_links(const Task* t) {
+  if (t->kind == &kReductionTask) return t->reductions;
+  if (t->kind == &kReplayedTask) [[unlikely]] return replayed_reduction_links(t);
+  return nullptr;
+}
+/// Combines g's copies into its datum and frees them, leaving g empty for the next iteration (the combine
+/// vertex of a taskiter). Rethrows the first exception of the combiner, having freed every copy.
+void combine_and_reset(ReductionGroup* g);
 /// A new group for `spec` (may throw: phase 1).
 ReductionGroup* new_reduction_group(Worker& w, const ReductionSpec& spec);
 /// Combines g's private copies into its datum (unless `discard`) and frees g. An exception of the combiner is

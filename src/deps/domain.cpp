@@ -63,20 +63,40 @@ constexpr std::size_t kPruneFrom = 32;
 constexpr std::size_t kFirstSweep = 256;
 constexpr std::uint32_t kNoRecord = ~0u;
 
+/// What only some records need (commutative or reduction groups), out of line: a record stays 96 bytes, which
+/// keeps the index arithmetic of the lookup on the spawn path as cheap as it was.
+struct RecordExt {
+  CommLock* lock = nullptr;       ///< commutative mutual exclusion for this datum
+  ReductionGroup* red = nullptr;  ///< the current group's reduction (group == kReduction)
+};
+
 struct Record {
   const void* address = nullptr;
   Task* writer = nullptr;         ///< last writer, a join node, or the parent's weak node
   std::vector<Task*> readers;     ///< readers since `writer`
   std::vector<Task*> members;     ///< current group
   Task* group_pred = nullptr;     ///< what every member of the current group waits for
-  CommLock* lock = nullptr;       ///< commutative mutual exclusion for this datum
-  ReductionGroup* red = nullptr;  ///< the current group's reduction (group == kReduction)
+  RecordExt* ext = nullptr;       ///< made by phase 1 where a commutative or reduction group needs it
+  std::uint64_t stamp = 0;        ///< the registration that last looked it up (duplicate accesses of one task)
+  Group group = kNoGroup;
   /// The reduction is the parent's own (the parent reduces on this datum; see new_record): its children join it,
   /// nothing else may access the datum, and the group is combined in the grandparent's domain, not here.
   bool borrowed = false;
-  std::uint64_t stamp = 0;        ///< the registration that last looked it up (duplicate accesses of one task)
-  Group group = kNoGroup;
+
+  ReductionGroup* red() const { return ext ? ext->red : nullptr; }
+  RecordExt& extension() {  // phase 1 (allocates)
+    if (!ext) ext = new RecordExt;
+    return *ext;
+  }
+  /// Frees the extension (the record is dropped: the users of its lock have all finished).
+  void drop_extension() {
+    if (!ext) return;
+    delete ext->lock;
+    delete ext;
+    ext = nullptr;
+  }
 };
+static_assert(sizeof(Record) == 96, "see RecordExt");
 
 // Weak nodes are owned by the task whose weak access they stand for and freed with it: records name them
 // without counting.
@@ -180,7 +200,7 @@ struct Domain {
   /// others; rebuilds the table at the size of what is left. Owner thread; no Record pointer may be held.
   void sweep(Worker& w, Task* producer) {
     auto done = [](const Record& r) {
-      if (r.red && !r.borrowed) return false;  // an open reduction: combined at its close, taskwait or the end
+      if (r.red() && !r.borrowed) return false;  // an open reduction: combined at its close, taskwait or the end
       if (!forgettable(r.writer) || !forgettable(r.group_pred)) return false;
       for (const Task* x : r.readers)
         if (!forgettable(x)) return false;
@@ -221,7 +241,7 @@ struct Domain {
     for (Task* x : r.readers) release(producer, x);
     for (Task* x : r.members) release(producer, x);
     if (r.group_pred) release(producer, r.group_pred);
-    delete r.lock;  // its users have all finished
+    r.drop_extension();  // the users of its lock have all finished
     r.readers.clear();
     r.members.clear();
   }
@@ -414,8 +434,8 @@ void set_writer(Task* producer, Record& r, Task* t) {
   Task* n;
   if (r.group == kReduction) {
     WEFT_ASSERT(!r.borrowed);  // phase 1 refuses what would close a borrowed group
-    n = make_reduce_node(w, producer, close_node, r.red, r.members.data(), r.members.size());
-    r.red = nullptr;
+    n = make_reduce_node(w, producer, close_node, r.ext->red, r.members.data(), r.members.size());
+    r.ext->red = nullptr;
     --producer->domain->open_reductions;
   } else {
     n = r.members.size() == 1 ? r.members[0]
@@ -502,9 +522,9 @@ void start_group(Worker& w, Task* producer, Record& r, Plan& plan, Group g) {
     case AccessMode::reduction:
     case AccessMode::weak_reduction:
       // A group with another operator (or none) ends here: a new one starts after its combination.
-      if (r.group != kReduction || r.red->ops != plan.spec->ops) {
+      if (r.group != kReduction || r.ext->red->ops != plan.spec->ops) {
         start_group(w, producer, r, plan, kReduction);
-        r.red = plan.red_new;  // made by phase 1
+        r.ext->red = plan.red_new;  // both made by phase 1
         plan.red_new = nullptr;
         r.borrowed = false;
         ++producer->domain->open_reductions;
@@ -512,7 +532,7 @@ void start_group(Worker& w, Task* producer, Record& r, Plan& plan, Group g) {
       if (r.group_pred) cands.push_reserved(r.group_pred);
       r.members.push_back(accessor);  // room made by phase 1
       add_ref(accessor);
-      accessor->reductions->links.push_back(ReductionLink{plan.access->address, r.red});  // reserved by phase 1
+      accessor->reductions->links.push_back(ReductionLink{plan.access->address, r.ext->red});  // reserved by phase 1
       return;
     case AccessMode::inoutset:
     case AccessMode::commutative: {
@@ -523,7 +543,7 @@ void start_group(Worker& w, Task* producer, Record& r, Plan& plan, Group g) {
       add_ref(accessor);
       if (g == kCommutative) {
         accessor->kind = &kCommutativeTask;
-        accessor->comm[accessor->n_comm++] = r.lock;  // array sized by phase 1
+        accessor->comm[accessor->n_comm++] = r.ext->lock;  // array and lock made by phase 1
       }
       return;
     }
@@ -572,11 +592,11 @@ std::vector<Access> merge_duplicates(const Access* acc, std::size_t n) {
   // A parent that reduces on `a`: its children's reductions on `a` join its group (they contribute to the same
   // private copies, combined once in the grandparent's domain); they wait for what the parent's weak node waits
   // for (a strong reduction parent has already waited).
-  if (parent->kind == &kReductionTask) [[unlikely]]
-    for (const ReductionLink& l : parent->reductions->links)
+  if (const ReductionLinks* links = reduction_links(parent)) [[unlikely]]
+    for (const ReductionLink& l : links->links)
       if (l.address == a) {
+        r.extension().red = l.group;  // first: may throw
         r.group = kReduction;
-        r.red = l.group;
         r.borrowed = true;
         r.group_pred = r.writer;  // a weak node, or null: not counted (add_ref)
         r.writer = nullptr;
@@ -615,7 +635,7 @@ bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::
     if (!p.spec)
       throw std::invalid_argument("weft: a reduction access needs its operator: use weft::reduction(x, op) or "
                                   "weft::weak_reduction(x, op) clauses of Context::spawn");
-    joins = joins && r.red->ops == p.spec->ops;
+    joins = joins && r.ext->red->ops == p.spec->ops;
     ++n_red;
   }
   if (r.group == kReduction && !joins) {
@@ -631,6 +651,7 @@ bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::
     node_preds = std::max(node_preds, r.members.size());
   }
   if (g == kReduction && !joins) {
+    r.extension();  // phase 2 sets its group there
     ReductionGroup* fresh = new_reduction_group(w, *p.spec);
     fresh->held_next = held_groups;
     held_groups = fresh;
@@ -649,7 +670,8 @@ bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::
     }
     cands = 1;
     if (g == kCommutative) {
-      if (!r.lock) r.lock = new CommLock;
+      RecordExt& x = r.extension();
+      if (!x.lock) x.lock = new CommLock;
       ++n_comm;
     }
   } else if (reads_only(mode)) {
@@ -961,15 +983,15 @@ void destroy_domain(Worker& w, Task* t) {
         // A failed member (kept by pruning) or a failed predecessor (its members were cancelled, so they are
         // poisoned too): nothing is combined, as when a node closes the group.
         const bool failed = std::any_of(r.members.begin(), r.members.end(), [](const Task* m) { return poisoned(m); });
-        finish_reduction_group(w, r.red, failed, t);  // a combiner's exception fails t
-        r.red = nullptr;
+        finish_reduction_group(w, r.ext->red, failed, t);  // a combiner's exception fails t
+        r.ext->red = nullptr;
       }
   for (Record& r : d->records) {
     drop(r.writer);
     for (Task* x : r.readers) drop(x);
     for (Task* x : r.members) drop(x);
     drop(r.group_pred);
-    delete r.lock;
+    r.drop_extension();
   }
   delete d;
   t->domain = nullptr;

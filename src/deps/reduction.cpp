@@ -16,6 +16,7 @@
 // Nesting: a task that reduces on x (weakly or not) links its group (Task::reductions); a record its children
 // create for x borrows that group (domain.cpp, new_record), so their private copies are the group's: one
 // combination, in the domain that owns the group, covers every level.
+#include <exception>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -72,6 +73,25 @@ bool finish_reduction_group(Worker& w, ReductionGroup* g, bool discard, Task* er
   return ok;
 }
 
+void combine_and_reset(ReductionGroup* g) {
+  const ReducerOps& ops = *g->ops;
+  std::exception_ptr error;
+  for (std::uint32_t i = 0; i < g->n_slots; ++i) {
+    void* copy = g->slots[i];
+    if (!copy) continue;
+    if (!error) {
+      try {
+        ops.combine(g->target, copy, g->reducer);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    free_copy(ops, copy);
+    g->slots[i] = nullptr;  // the next instances of the members start after this one (see taskiter.cpp)
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 void finish_reduce_node(Worker& w, Task* n) noexcept {
   ReductionGroup* g = *reinterpret_cast<ReductionGroup**>(n->body);
   // Cancelled: a member failed or was cancelled (its failure reached the node through its edge or at link
@@ -90,8 +110,8 @@ namespace weft::detail {
 void* reduction_local(const Context& cx, const void* address, const void* type) {
   Task* t = ContextAccess::task(cx);
   Worker& w = *ContextAccess::worker(cx);
-  if (t->kind == &kReductionTask)
-    for (const ReductionLink& l : t->reductions->links) {
+  if (const ReductionLinks* links = reduction_links(t))
+    for (const ReductionLink& l : links->links) {
       if (l.address != address) continue;
       ReductionGroup* g = l.group;
       if (g->ops->type != type)

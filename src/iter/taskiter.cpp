@@ -51,6 +51,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -97,6 +98,8 @@ struct alignas(64) IterNode {
   std::uint64_t period = 0;                   ///< period of the instance to run next (one instance at a time)
   bool control = false;
   bool open = false;  ///< control: this instance's check passed, its gates are released
+  bool combine = false;  ///< the combination of a recorded reduction group (not a task of the program)
+  const ReductionLinks* reductions = nullptr;  ///< the recorded task's reductions (Context::local)
 };
 
 namespace {
@@ -113,8 +116,15 @@ std::string describe(const Access* a, std::size_t n) {
 
 struct Datum {
   std::int32_t last_writer = -1, first_writer = -1;
-  std::vector<std::uint32_t> readers;       ///< since the last writer
+  std::vector<std::uint32_t> readers;       ///< since the last writer (reduction members included)
   std::vector<std::uint32_t> head_readers;  ///< before the first writer
+  ReductionGroup* group = nullptr;          ///< an open reduction group of this copy
+};
+
+// The body of a combine vertex: the group's copies into the datum, every iteration.
+struct CombineBody {
+  ReductionGroup* group;
+  void operator()() const { combine_and_reset(group); }
 };
 
 }  // namespace
@@ -150,6 +160,17 @@ struct IterLoop {
   std::vector<std::uint32_t> mark;  ///< last target linked from each task (duplicate intra edges)
   std::unordered_map<const void*, Datum> data;
   std::uint32_t current_copy = 0;
+  // Reductions: members are recorded as readers of their datum (they touch only their copies), and the group is
+  // closed by a combine vertex recorded as a writer of it (inout): the combination then follows the members and
+  // precedes every later accessor, in this iteration and the next ones, by the rules above (so the proof holds
+  // as for in/out/inout). A group ends at the first access that does not join it, else at the end of its copy
+  // of the body; its state lives as long as the loop, its copies are combined and freed by every instance of
+  // its combine vertex (the next instances of its members start only after it: they wait for its datum's
+  // writers).
+  std::vector<ReductionGroup*> groups;     ///< every group recorded (freed with the loop)
+  std::vector<ReductionLinks> links_of;    ///< per recorded vertex: its reductions
+  std::vector<char> is_combine;            ///< per recorded vertex
+  std::vector<const void*> open_groups;    ///< data whose group is open
 
   // Update: the refreshed descriptors of the period being prepared, by vertex.
   bool updating = false;
@@ -161,6 +182,7 @@ struct IterLoop {
 
   ~IterLoop() {
     Worker& w = *worker;
+    for (ReductionGroup* g : groups) finish_reduction_group(w, g, /*discard=*/true, nullptr);
     for (Task* t : fresh)
       if (t) discard(w, t);
     if (nodes) {
@@ -191,15 +213,59 @@ struct IterLoop {
     edges.push_back({from, to, kIntra});
   }
 
-  void record(Task* t, const Access* a, std::size_t n) {
+  static const ReductionSpec& spec_of(Worker& w, const void* address) {
+    for (std::size_t k = 0; k < w.n_red_specs; ++k)
+      if (w.red_specs[k].address == address) return w.red_specs[k];
+    throw std::invalid_argument("weft: a reduction access needs its operator: use weft::reduction(x, op)");
+  }
+
+  /// Ends the open group of `address` with its combine vertex (a writer of the datum).
+  void close_group(Worker& w, const void* address, Datum& d) {
+    ReductionGroup* g = d.group;
+    d.group = nullptr;
+    Task* c = w.allocate();
+    init_task(w, c, owner, &kDependencyTask);
+    c->priority = 0;
+    c->label = "combine";
+    install_body(c, CombineBody{g});
+    const Access acc{address, 0, AccessMode::inout};
+    record(w, c, &acc, 1, /*combine=*/true);
+  }
+  /// The end of a copy of the body: its open groups are closed.
+  void close_groups(Worker& w) {
+    for (const void* a : open_groups) {
+      Datum& d = data[a];
+      if (d.group) close_group(w, a, d);
+    }
+    open_groups.clear();
+  }
+
+  void record(Worker& w, Task* t, const Access* a, std::size_t n, bool combine = false) {
+    // Groups this task does not join end before it: their combinations come first.
+    for (std::size_t i = 0; i < n; ++i) {
+      Datum& d = data[a[i].address];
+      if (d.group && (a[i].mode != AccessMode::reduction || spec_of(w, a[i].address).ops != d.group->ops))
+        close_group(w, a[i].address, d);
+    }
     const auto x = static_cast<std::uint32_t>(rec.size());
     rec.push_back({t, current_copy, static_cast<std::uint32_t>(accs.size()),
                    static_cast<std::uint32_t>(accs.size() + n)});
     accs.insert(accs.end(), a, a + n);
     mark.push_back(~0u);
+    links_of.emplace_back();
+    is_combine.push_back(combine);
     for (std::size_t i = 0; i < n; ++i) {
       Datum& d = data[a[i].address];
-      if (a[i].mode == AccessMode::in) {
+      if (a[i].mode == AccessMode::reduction) {
+        if (!d.group) {
+          groups.reserve(groups.size() + 1);  // no leak if the push below would throw
+          d.group = new_reduction_group(w, spec_of(w, a[i].address));
+          groups.push_back(d.group);
+          open_groups.push_back(a[i].address);
+        }
+        links_of[x].links.push_back(ReductionLink{a[i].address, d.group});
+      }
+      if (a[i].mode == AccessMode::in || a[i].mode == AccessMode::reduction) {
         if (d.last_writer >= 0) add_intra(static_cast<std::uint32_t>(d.last_writer), x);
         d.readers.push_back(x);
         if (d.first_writer < 0) d.head_readers.push_back(x);
@@ -276,6 +342,10 @@ struct IterLoop {
       }
       if (!v.control) v.task->kind = &kReplayedTask;
       v.task->iter = &v;
+      if (x < m_data) {
+        v.combine = is_combine[x];
+        if (!links_of[x].links.empty()) v.reductions = &links_of[x];  // links_of no longer grows
+      }
     }
     for (std::size_t i = 0; i < edges.size(); ++i) {
       const IterEdge& e = edges[i];
@@ -408,17 +478,28 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
   merged.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     const AccessMode md = acc[i].mode;
-    if (md != AccessMode::in && md != AccessMode::out && md != AccessMode::inout) {
+    if (md == AccessMode::reduction && L.spec->params.update) {
+      Loop::discard(w, t);
+      throw taskiter_error("weft: taskiter: a recorded task has a reduction access, which weft::update does not "
+                           "support (spawn the reduction from one recorded task instead)");
+    }
+    if (md != AccessMode::in && md != AccessMode::out && md != AccessMode::inout && md != AccessMode::reduction) {
       Loop::discard(w, t);
       throw taskiter_error(std::string("weft: taskiter: a recorded task has an access ") + weft::to_string(md) +
-                           "; tasks spawned by a taskiter body may use in, out and inout only (spawn the "
-                           "concurrent group, or the reduction, from one recorded task instead)");
+                           "; tasks spawned by a taskiter body may use in, out, inout and reduction only (spawn "
+                           "the concurrent group from one recorded task instead)");
     }
     auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[i].address; });
-    if (it == merged.end())
+    if (it == merged.end()) {
       merged.push_back(acc[i]);
-    else if (it->mode != md)
+    } else if (md == AccessMode::reduction || it->mode == AccessMode::reduction) {
+      Loop::discard(w, t);
+      throw std::invalid_argument(
+          "weft: a task names a datum twice and one of the accesses is a reduction; a reduction must be the task's "
+          "only access to its datum");
+    } else if (it->mode != md) {
       it->mode = AccessMode::inout;
+    }
   }
   t->parent = L.owner;
   t->priority = attrs.priority;
@@ -433,7 +514,12 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
     return;
   }
   ++w.counters.tasks_created;
-  L.record(t, merged.data(), merged.size());
+  try {
+    L.record(w, t, merged.data(), merged.size());
+  } catch (...) {  // an operator missing (or no memory): the task was not recorded
+    if (L.rec.empty() || L.rec.back().task != t) Loop::discard(w, t);
+    throw;
+  }
 }
 
 void check_not_recording(const Task*, const char* what) {
@@ -459,7 +545,7 @@ void run_replayed(Worker& w, Task* t) {
     record_error(w, L.owner, std::current_exception());
   }
   trace::on_body_end(w, t);
-  ++w.counters.tasks_executed;
+  if (!v.combine) ++w.counters.tasks_executed;  // a combination is not a task of the program
   end_body(w, t);
 }
 
@@ -579,6 +665,7 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
     trace::set_tag(w, c);
     L.current_copy = c;
     spec.body(spec.closure, rcx, c);
+    L.close_groups(w);  // a copy's reductions are combined within it (before its control, if any)
   }
   L.close(w);
   trace::set_tag(w, 0);
@@ -619,6 +706,8 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
     trace::record_phase(w, "replay", replay_begin, trace::now(w), p);
   }
 }
+
+const ReductionLinks* replayed_reduction_links(const Task* t) { return t->iter->reductions; }
 
 }  // namespace weft::detail
 

@@ -356,16 +356,123 @@ TEST_P(Reduction, ErrorsAreReported) {
     cx.taskwait();
     EXPECT_EQ(x, 2);
   });
-  // taskiter refuses reductions in recorded tasks
+  // taskiter: update cannot replay reductions; weak reductions are refused as every weak access
   long s = 0;
   EXPECT_THROW(rt.run([&](weft::Context& cx) {
     cx.taskiter(3, [&](weft::Context& it) {
       it.spawn([&s](weft::Context& t) { t.local(s) += 1; }, weft::reduction(s, weft::sum));
+    }, weft::inout(s), weft::update);
+  }), weft::taskiter_error);
+  EXPECT_THROW(rt.run([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) {
+      it.spawn([&s](weft::Context&) {}, weft::weak_reduction(s, weft::sum));
     }, weft::inout(s));
   }), weft::taskiter_error);
+  EXPECT_THROW(rt.run([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) {
+      it.spawn([] {}, weft::reduction(s, weft::sum), weft::in(s));
+    }, weft::inout(s));
+  }), std::invalid_argument);
+  EXPECT_EQ(s, 0);
 }
 
-// Tasks nested in a recorded taskiter task use reductions as any task does.
+// Recorded tasks with reductions: combined every iteration by a vertex of the graph (dependencies, no barrier),
+// against the sequential loop. Groups ended by another access, by another operator, and by the end of the body;
+// contributions that vary with the iteration; nested reducing children of a recorded member.
+struct IterCase {
+  std::uint32_t unroll;
+  bool barrier;
+};
+void taskiter_reductions(weft::Runtime& rt, IterCase c) {
+  const std::uint64_t n = scaled(300, 30);
+  long x = 0, y = 1000, z = 0;
+  std::vector<long> seen;
+  rt.run([&](weft::Context& cx) {
+    auto body = [&](weft::Context& it) {
+      for (int k = 0; k < 6; ++k)
+        it.spawn([&x, k](weft::Context& t) {
+          t.local(x) += static_cast<long>(k + 1) * static_cast<long>(1 + weft::taskiter_iteration(t) % 7);
+        }, weft::reduction(x, weft::sum));
+      for (int k = 0; k < 3; ++k)  // another operator on x: a new group, after the sum is combined
+        it.spawn([&x, k](weft::Context& t) {
+          long& m = t.local(x);
+          m = std::max(m, static_cast<long>(weft::taskiter_iteration(t) * 10 + static_cast<std::uint64_t>(k)));
+        }, weft::reduction(x, weft::maximum));
+      it.spawn([&] { seen.push_back(x); }, weft::in(x));
+      it.spawn([&] { x = x % 1000003; }, weft::inout(x));
+      // y: only reduced, combined at the end of each iteration's body
+      for (int k = 0; k < 4; ++k)
+        it.spawn([&y](weft::Context& t) { long& m = t.local(y); m = std::min(m, 1000 - static_cast<long>(weft::taskiter_iteration(t))); },
+                 weft::reduction(y, weft::minimum));
+      // z: a member whose children join its reduction
+      it.spawn([&z](weft::Context& t) {
+        t.local(z) += 1;
+        for (int k = 0; k < 3; ++k) t.spawn([&z](weft::Context& u) { u.local(z) += 10; }, weft::reduction(z, weft::sum));
+      }, weft::reduction(z, weft::sum));
+    };
+    if (c.barrier)
+      cx.taskiter(n, body, weft::unroll(c.unroll), weft::replay_barrier, weft::inout(x), weft::inout(y), weft::inout(z));
+    else
+      cx.taskiter(n, body, weft::unroll(c.unroll), weft::inout(x), weft::inout(y), weft::inout(z));
+    cx.spawn([&] { seen.push_back(-x); }, weft::in(x));
+  });
+  long ex = 0, ey = 1000, ez = 0;
+  std::vector<long> expect;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 6; ++k) ex += static_cast<long>(k + 1) * static_cast<long>(1 + i % 7);
+    ex = std::max(ex, static_cast<long>(i * 10 + 2));
+    expect.push_back(ex);
+    ex %= 1000003;
+    ey = std::min(ey, 1000 - static_cast<long>(i));
+    ez += 31;
+  }
+  expect.push_back(-ex);
+  EXPECT_EQ(seen, expect);
+  EXPECT_EQ(x, ex);
+  EXPECT_EQ(y, ey);
+  EXPECT_EQ(z, ez);
+}
+
+TEST_P(Reduction, Taskiter) { 
+  weft::Runtime rt(opts(GetParam()));
+  taskiter_reductions(rt, {1, false});
+  taskiter_reductions(rt, {3, false});
+  taskiter_reductions(rt, {1, true});
+  taskiter_reductions(rt, {2, true});
+}
+
+// taskiter_while: the condition sees each iteration's combined value.
+TEST_P(Reduction, TaskiterWhile) {
+  weft::Runtime rt(opts(GetParam()));
+  long x = 0;
+  int iterations = 0;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter_while([&] { return x < 1000; }, [&](weft::Context& it) {
+      for (int k = 0; k < 5; ++k) it.spawn([&x](weft::Context& t) { t.local(x) += 3; }, weft::reduction(x, weft::sum));
+      it.spawn([&] { ++iterations; }, weft::inout(iterations));
+    }, weft::inout(x), weft::inout(iterations));
+  });
+  EXPECT_EQ(x, 1005);
+  EXPECT_EQ(iterations, 67);
+}
+
+// A member that throws stops the loop; the iterations combined before stay.
+TEST_P(Reduction, TaskiterException) {
+  weft::Runtime rt(opts(GetParam()));
+  long x = 0;
+  EXPECT_THROW(rt.run([&](weft::Context& cx) {
+    cx.taskiter(50, [&](weft::Context& it) {
+      for (int k = 0; k < 3; ++k)
+        it.spawn([&x, k](weft::Context& t) {
+          if (k == 1 && weft::taskiter_iteration(t) == 10) throw std::runtime_error("iteration 10");
+          t.local(x) += 1;
+        }, weft::reduction(x, weft::sum));
+    }, weft::inout(x));
+  }), std::runtime_error);
+  EXPECT_EQ(x, 30);  // iterations 0..9: their combinations precede every task of iteration 10
+}
+
+// Tasks nested in a recorded (inout) taskiter task use reductions as any task does.
 TEST_P(Reduction, InsideReplayedTask) {
   weft::Runtime rt(opts(GetParam()));
   long s = 0;
