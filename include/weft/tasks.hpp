@@ -119,8 +119,11 @@
 //     parent's next taskwait as usual. (A failing child of a reducing task fails that task, unless the task
 //     catches it at a taskwait: then the child's contribution so far stays in the copies.) A combiner that
 //     throws fails the reduction the same way; x may then hold a partly combined value.
-//   - taskiter: a recorded task refuses reduction clauses (weft::taskiter_error); a recorded task may spawn
-//     reducing children (nested tasks are ordinary tasks).
+//   - taskiter (weft/taskiter.hpp): recorded tasks may have reduction clauses (not weak ones); each
+//     iteration's group is combined by a vertex of the replayed graph, ordered by dependencies (no barrier):
+//     after the iteration's members, before the next accessor of x in that iteration or the next one. A group
+//     ends at the first recorded access that does not join it, else at the end of the body (so consecutive
+//     iterations never share a group). weft::update refuses them (weft::taskiter_error).
 //   - Cost: a spawn without reduction clauses pays nothing for them. A group costs its state (two
 //     allocations), one copy per worker that asks for one, and one internal node; a reducing task one small
 //     allocation for its links. The copies and the state are freed at the combination, the links when the

@@ -1313,7 +1313,9 @@ void run_many(const std::string& kind, u64 seed_base, std::size_t count) {
               failed_runs, std::size(kConfigs));
   if (gp.p_reduction > 0 && count >= 3) {
     EXPECT_GT(reducers, total_tasks / 20);
-    if (count >= 100) EXPECT_GT(nested_reducers, count / 20);
+    if (count >= 100) {
+      EXPECT_GT(nested_reducers, count / 20);
+    }
   }
   // The generator must actually exercise what it claims to.
   if (count >= 100) {
