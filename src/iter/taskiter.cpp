@@ -66,6 +66,9 @@ namespace weft::detail {
 extern const TaskKind kReplayedTask;  ///< a recorded task, replayed once per iteration (the vertex's body)
 extern const TaskKind kControlTask;   ///< a taskiter_while check, one per copy of the body
 extern const TaskKind kRecorderTask;  ///< the private task of the recording Context: its spawns are recorded
+/// The combination of a recorded reduction group: replayed like a recorded task, but not one of the program's
+/// (Stats::tasks_executed does not count it).
+extern const TaskKind kCombineTask;
 
 namespace {
 enum EdgeKind : std::uint32_t { kIntra = 0, kCross = 1, kGate = 2 };
@@ -98,9 +101,8 @@ struct alignas(64) IterNode {
   std::uint64_t period = 0;                   ///< period of the instance to run next (one instance at a time)
   bool control = false;
   bool open = false;  ///< control: this instance's check passed, its gates are released
-  bool combine = false;  ///< the combination of a recorded reduction group (not a task of the program)
-  const ReductionLinks* reductions = nullptr;  ///< the recorded task's reductions (Context::local)
 };
+static_assert(sizeof(IterNode) == 64, "one cache line per vertex: reductions keep their links in the loop");
 
 namespace {
 
@@ -340,12 +342,8 @@ struct IterLoop {
         v.task = w.allocate();
         init_task(w, v.task, owner, &kControlTask);
       }
-      if (!v.control) v.task->kind = &kReplayedTask;
+      if (!v.control) v.task->kind = is_combine[x] ? &kCombineTask : &kReplayedTask;
       v.task->iter = &v;
-      if (x < m_data) {
-        v.combine = is_combine[x];
-        if (!links_of[x].links.empty()) v.reductions = &links_of[x];  // links_of no longer grows
-      }
     }
     for (std::size_t i = 0; i < edges.size(); ++i) {
       const IterEdge& e = edges[i];
@@ -528,7 +526,8 @@ void check_not_recording(const Task*, const char* what) {
                        "recorded task instead)");
 }
 
-void run_replayed(Worker& w, Task* t) {
+template <bool kCounted>
+inline void run_vertex(Worker& w, Task* t) {
   IterNode& v = *t->iter;
   Loop& L = *v.loop;
   // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
@@ -545,9 +544,11 @@ void run_replayed(Worker& w, Task* t) {
     record_error(w, L.owner, std::current_exception());
   }
   trace::on_body_end(w, t);
-  if (!v.combine) ++w.counters.tasks_executed;  // a combination is not a task of the program
+  if constexpr (kCounted) ++w.counters.tasks_executed;  // a combination is not a task of the program
   end_body(w, t);
 }
+void run_replayed(Worker& w, Task* t) { run_vertex<true>(w, t); }
+void run_combine(Worker& w, Task* t) { run_vertex<false>(w, t); }
 
 void run_control_task(Worker& w, Task* t) {
   run_control(w, *t->iter);
@@ -616,6 +617,7 @@ bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
 }  // namespace
 
 const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr};
+const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed, nullptr, nullptr};
 const TaskKind kControlTask{"control", false, true, &run_control_task, &complete_replayed, nullptr, nullptr};
 const TaskKind kRecorderTask{"recorder", false, false, nullptr, nullptr, &record_spawn, &check_not_recording};
 
@@ -707,7 +709,13 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
   }
 }
 
-const ReductionLinks* replayed_reduction_links(const Task* t) { return t->iter->reductions; }
+// Off the replay path (Context::local, a new record of a replayed task's children): the vertex's index.
+const ReductionLinks* replayed_reduction_links(const Task* t) {
+  const IterNode& v = *t->iter;
+  const IterLoop& L = *v.loop;
+  const ReductionLinks& l = L.links_of[static_cast<std::size_t>(&v - L.nodes.get())];
+  return l.links.empty() ? nullptr : &l;
+}
 
 }  // namespace weft::detail
 
