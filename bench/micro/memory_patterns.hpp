@@ -10,6 +10,10 @@
 //   inoutset     groups of 8 inoutset(x) members followed by one in(x)
 //   commutative  groups of 8 commutative(x) members followed by one in(x)
 //   weak         parents weak_inout(x), each spawning 4 children inout(x)
+//   reduction    groups of 8 reduction(x, sum) members (each adds to its private copy) followed by one in(x)
+//   reduction_open  n reduction(x, sum) tasks in one group, combined only at the end (its member list is
+//                pruned as it grows; its copies are one per worker)
+//   weak_reduction  parents weak_reduction(x, sum), each spawning 4 children reduction(x, sum)
 //   taskiter     a taskiter whose recorded task inout(x) spawns 8 nested tasks inout(x) every iteration
 //   flow         a flow graph of tasks with 2 inputs: batches of 1024 keys get their first input, and their
 //                second input only when the next batch gets its first, so 1024-2048 tasks are always pending;
@@ -35,8 +39,10 @@
 
 namespace weft_memory {
 
-inline const char* const kPatterns[] = {"independent", "chain", "readers", "writers", "inoutset",
-                                        "commutative", "weak", "taskiter", "flow", "flow_ready"};
+inline const char* const kPatterns[] = {"independent", "chain",     "readers",        "writers",
+                                        "inoutset",    "commutative", "weak",         "reduction",
+                                        "reduction_open", "weak_reduction", "taskiter", "flow",
+                                        "flow_ready"};
 
 inline bool is_pattern(const std::string& p) {
   return std::find_if(std::begin(kPatterns), std::end(kPatterns), [&](const char* k) { return p == k; }) !=
@@ -106,7 +112,8 @@ inline Outcome run_pattern(weft::Runtime& rt, const std::string& pattern, long l
   detail::Counts counts(rt.num_workers());
   detail::Slot* c = counts.slots.data();
   Outcome o;
-  long long x = 0;  // the datum of the single-datum patterns (a name only: bodies do not touch it)
+  long long x = 0;  // the datum of the single-datum patterns (a name only, but for the reductions' result)
+  long long reduced = -1;  // reduction patterns: what x must hold at the end
   auto body = [c] { detail::count(c); };
   if (pattern == "flow" || pattern == "flow_ready") {
     namespace wf = weft::flow;
@@ -193,6 +200,44 @@ inline Outcome run_pattern(weft::Runtime& rt, const std::string& pattern, long l
           s.tick();
         }
         o.expected = groups * 9;
+      } else if (pattern == "reduction") {
+        const long long groups = std::max(1LL, n / 9);
+        auto add = [c, &x](weft::Context& t) {
+          detail::count(c);
+          t.local(x) += 1;
+        };
+        for (long long g = 0; g < groups; ++g) {
+          for (int k = 0; k < 8; ++k, s.tick()) cx.spawn(add, weft::reduction(x, weft::sum));
+          cx.spawn(body, weft::in(x));
+          s.tick();
+        }
+        o.expected = groups * 9;
+        reduced = groups * 8;
+      } else if (pattern == "reduction_open") {
+        for (long long i = 0; i < n; ++i, s.tick())
+          cx.spawn([c, &x](weft::Context& t) {
+            detail::count(c);
+            t.local(x) += 1;
+          }, weft::reduction(x, weft::sum));
+        o.expected = n;
+        reduced = n;
+      } else if (pattern == "weak_reduction") {
+        const long long parents = std::max(1LL, n / 5);
+        for (long long i = 0; i < parents; ++i) {
+          cx.spawn(
+              [c, &x](weft::Context& p) {
+                detail::count(c);
+                for (int k = 0; k < 4; ++k)
+                  p.spawn([c, &x](weft::Context& t) {
+                    detail::count(c);
+                    t.local(x) += 1;
+                  }, weft::reduction(x, weft::sum));
+              },
+              weft::weak_reduction(x, weft::sum));
+          for (int k = 0; k < 5; ++k) s.tick();
+        }
+        o.expected = parents * 5;
+        reduced = parents * 4;
       } else if (pattern == "weak") {
         const long long parents = std::max(1LL, n / 5);
         for (long long i = 0; i < parents; ++i) {
@@ -210,6 +255,7 @@ inline Outcome run_pattern(weft::Runtime& rt, const std::string& pattern, long l
   }
   s.sample();
   o.ran = counts.total();
+  if (reduced >= 0 && x != reduced) o.ran = -1;  // a wrong combination fails the pattern
   return o;
 }
 

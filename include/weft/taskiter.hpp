@@ -52,9 +52,17 @@
 // iterations (again at most k-1 iterations beyond the sequential loop).
 //
 // Semantics and limits:
-// * Accesses of recorded tasks: in, out, inout. inoutset, commutative and weak accesses inside a taskiter body
-//   throw weft::taskiter_error at the spawn (their concurrent groups cannot be replayed with the ordering
-//   guarantees above). Several accesses of one task to one datum merge as for spawn.
+// * Accesses of recorded tasks: in, out, inout, reduction. inoutset, commutative and weak accesses (weak
+//   reductions included) inside a taskiter body throw weft::taskiter_error at the spawn (their concurrent
+//   groups cannot be replayed with the ordering guarantees above).
+// * Reductions (weft::reduction, see weft/tasks.hpp): members are replayed concurrently and each iteration's
+//   group is combined by an internal vertex recorded after them as a writer of the datum, so the combination
+//   is ordered by dependencies like any write (no barrier): after that iteration's members, before the later
+//   accessors of that iteration and of the next ones. A group ends at the first access that does not join it,
+//   else at the end of the body (of each copy under unroll). Children of a replayed member may join its
+//   reduction. Not with weft::update (taskiter_error). Combinations do not count in Stats::tasks_executed.
+//   If a task of the loop fails, the combinations of the iterations already combined stay, later ones are
+//   not made. Several accesses of one task to one datum merge as for spawn.
 // * Tasks spawned by recorded tasks while they run (nested tasks) are ordinary tasks: they may differ from
 //   iteration to iteration and use the dependency system of their parent.
 // * Inside the body, taskwait and taskwait_on throw weft::taskiter_error: recorded tasks run only after the body

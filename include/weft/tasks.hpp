@@ -20,6 +20,8 @@
 //                  for a task whose children do the accessing (OmpSs-2): the access does not delay the task
 //                  itself, but children accessing the datum wait for what the task would have waited for;
 //                  later siblings wait for the whole task (children included).
+//     reduction(x, op), weak_reduction(x, op)
+//                  see "Reductions" below.
 // * A datum is named by its start address: in(x) names the object x, in(p, n) the region of n elements at p.
 //   Two accesses conflict iff they name the same start address; overlapping regions with different starts are
 //   NOT ordered (name array blocks by their first element, as OpenMP does).
@@ -88,6 +90,47 @@
 //   - What fulfils an event must not wait for the task itself (a successor of the task, or code that runs only
 //     after the parent's taskwait): the task would never complete. An event that is never fulfilled (nor
 //     destroyed) keeps Runtime::run waiting.
+// * Reductions (OpenMP task_reduction / in_reduction, OmpSs-2 reduction / weakreduction):
+//     cx.spawn([&](weft::Context& t) { t.local(sum) += f(i); }, weft::reduction(sum, weft::sum));
+//   - Operators: weft::sum, product, minimum, maximum, bit_and, bit_or, bit_xor, logical_and, logical_or (for
+//     arithmetic types), or weft::reducer(identity, combine) for any copyable T, with combine either
+//     void(T& into, const T& from) or T(const T&, const T&). Operators must be associative and commutative:
+//     copies are combined in an unspecified order.
+//   - Private copies: inside the body, t.local(x) is the executing worker's copy of the reduction on x,
+//     created on first use and initialised to the identity. Tasks of one reduction that run on the same worker
+//     share that worker's copy (as in OpenMP), so keep the reference only within the body. A reducing task never
+//     touches x itself; local() throws std::logic_error in a task that declares no reduction on x (or one on
+//     another type).
+//   - Grouping: consecutive reduction accesses of siblings to one datum with the same operator (same C++ type
+//     of operator and same T; weak ones included) form a group that runs concurrently, like inoutset: each
+//     member waits for what came before the group. The copies are combined into x exactly once, after every
+//     member has finished (children included) and before any later accessor of x runs: the next access that
+//     does not join the group (in, out, ..., or a reduction with another operator, which starts a new group
+//     ordered after the combination). A group still open is combined at the parent's taskwait(), at its
+//     taskwait_on(x) (which waits for the combination), and at the parent's end (before its own accesses are
+//     released). A user-defined group keeps a copy of its first member's operator (identity and combiner).
+//   - Nesting: the children of a task that reduces on x (weak_reduction, or reduction) may access x only by
+//     reductions with the same operator: they join the parent's reduction (the same private copies, combined
+//     once with the parent's group), at any depth. weak_reduction does not delay the task itself; its
+//     children wait for what it would have waited for. Any other access of such a child to x makes the spawn
+//     throw std::logic_error. A reduction must be its task's only clause on its datum (else the spawn throws
+//     std::invalid_argument), and AccessMode::reduction in an Access built by hand (spawn_accesses) is refused
+//     the same way: the operator comes only with weft::reduction / weak_reduction.
+//   - Exceptions: if a member of a group fails or is cancelled, nothing of the group is combined: x keeps its
+//     value from before the group (deterministically, whatever the contributions made before the failure), and
+//     the later accessors of x are cancelled as after a failed writer; the exception is rethrown by the
+//     parent's next taskwait as usual. (A failing child of a reducing task fails that task, unless the task
+//     catches it at a taskwait: then the child's contribution so far stays in the copies.) A combiner that
+//     throws fails the reduction the same way; x may then hold a partly combined value.
+//   - taskiter (weft/taskiter.hpp): recorded tasks may have reduction clauses (not weak ones); each
+//     iteration's group is combined by a vertex of the replayed graph, ordered by dependencies (no barrier):
+//     after the iteration's members, before the next accessor of x in that iteration or the next one. A group
+//     ends at the first recorded access that does not join it, else at the end of the body (so consecutive
+//     iterations never share a group). weft::update refuses them (weft::taskiter_error).
+//   - Cost: a spawn without reduction clauses pays nothing for them. A group costs its state (two
+//     allocations), one copy per worker that asks for one, and one internal node; a reducing task one small
+//     allocation for its links. The copies and the state are freed at the combination, the links when the
+//     task completes: memory stays bounded by the unfinished tasks, as for the other modes.
 // * Waiting (taskwait, throttling) never blocks a worker: it runs other ready tasks meanwhile.
 //   Known limit: a task with weak accesses that waits (taskwait, or throttling at Options::max_tasks
 //   children), run inline on a worker that is itself waiting for that task's weak predecessor, can wait
@@ -98,6 +141,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -106,7 +150,10 @@
 
 namespace weft {
 
-enum class AccessMode : std::uint8_t { in, out, inout, inoutset, commutative, weak_in, weak_out, weak_inout };
+enum class AccessMode : std::uint8_t {
+  in, out, inout, inoutset, commutative, weak_in, weak_out, weak_inout,
+  reduction, weak_reduction  ///< only through weft::reduction / weft::weak_reduction clauses (they carry the operator)
+};
 
 /// The clause's name ("in", "weak_inout", ...), for messages.
 constexpr const char* to_string(AccessMode m) {
@@ -119,6 +166,8 @@ constexpr const char* to_string(AccessMode m) {
     case AccessMode::weak_in: return "weak_in";
     case AccessMode::weak_out: return "weak_out";
     case AccessMode::weak_inout: return "weak_inout";
+    case AccessMode::reduction: return "reduction";
+    case AccessMode::weak_reduction: return "weak_reduction";
   }
   return "?";
 }
@@ -185,6 +234,183 @@ constexpr Access weak_inout(const T& object) { return detail::access_to<AccessMo
 template <class T>
 constexpr Access weak_inout(const T* first, std::size_t count) { return detail::access_to<AccessMode::weak_inout>(first, count); }
 
+// --- Reductions (see "Reductions" at the top of this file) ---------------------------------------------------
+
+namespace detail {
+/// The operations of one reduction operator on one type T (one static table per (T, operator type)); the
+/// runtime keeps private copies and combines them through it without knowing T. `reducer` is the operator
+/// object (the group's copy of it; ignored by stateless operators).
+struct ReducerOps {
+  std::size_t size;
+  std::size_t align;
+  const void* type;                                               ///< identifies T (Context::local checks it)
+  void (*init)(void* dst, const void* reducer);                   ///< constructs the identity at dst
+  void (*combine)(void* into, const void* from, const void* reducer);  ///< *into = *into (op) *from
+  void (*destroy)(void* p) noexcept;                              ///< destroys a private copy
+  void* (*clone)(const void* reducer);                            ///< the group's copy of the operator (null: stateless)
+  void (*drop)(void* reducer) noexcept;                           ///< frees what clone returned
+};
+/// A reduction clause as the runtime sees it: the datum, its operator's table and the operator object (which
+/// must live until the spawn returns: the group copies it).
+struct ReductionSpec {
+  const void* address;
+  const ReducerOps* ops;
+  const void* reducer;
+};
+template <class T>
+inline constexpr char type_tag = 0;  // its address names T
+
+/// Base of the built-in operators (stateless: identity<T>() and combine(a, b) are static).
+struct BuiltinOp {};
+template <class Op, class T>
+concept builtin_reducer = std::is_base_of_v<BuiltinOp, Op>;
+}  // namespace detail
+
+/// Built-in reduction operators, for arithmetic types (any T the expression in the comment compiles for).
+/// Identities: 0, 1, the largest / lowest value (infinities for floating point), ~0, 0, 0, true, false.
+struct sum_t : detail::BuiltinOp {
+  template <class T> static T identity() { return T(0); }
+  template <class T> static void combine(T& a, const T& b) { a = a + b; }
+};
+struct product_t : detail::BuiltinOp {
+  template <class T> static T identity() { return T(1); }
+  template <class T> static void combine(T& a, const T& b) { a = a * b; }
+};
+struct minimum_t : detail::BuiltinOp {
+  template <class T> static T identity() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+    return std::numeric_limits<T>::max();
+  }
+  template <class T> static void combine(T& a, const T& b) { if (b < a) a = b; }
+};
+struct maximum_t : detail::BuiltinOp {
+  template <class T> static T identity() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+    return std::numeric_limits<T>::lowest();
+  }
+  template <class T> static void combine(T& a, const T& b) { if (a < b) a = b; }
+};
+struct bit_and_t : detail::BuiltinOp {
+  template <class T> static T identity() { return static_cast<T>(~T(0)); }
+  template <class T> static void combine(T& a, const T& b) { a = static_cast<T>(a & b); }
+};
+struct bit_or_t : detail::BuiltinOp {
+  template <class T> static T identity() { return T(0); }
+  template <class T> static void combine(T& a, const T& b) { a = static_cast<T>(a | b); }
+};
+struct bit_xor_t : detail::BuiltinOp {
+  template <class T> static T identity() { return T(0); }
+  template <class T> static void combine(T& a, const T& b) { a = static_cast<T>(a ^ b); }
+};
+struct logical_and_t : detail::BuiltinOp {
+  template <class T> static T identity() { return T(true); }
+  template <class T> static void combine(T& a, const T& b) { a = static_cast<T>(a && b); }
+};
+struct logical_or_t : detail::BuiltinOp {
+  template <class T> static T identity() { return T(false); }
+  template <class T> static void combine(T& a, const T& b) { a = static_cast<T>(a || b); }
+};
+inline constexpr sum_t sum{};
+inline constexpr product_t product{};
+inline constexpr minimum_t minimum{};
+inline constexpr maximum_t maximum{};
+inline constexpr bit_and_t bit_and{};
+inline constexpr bit_or_t bit_or{};
+inline constexpr bit_xor_t bit_xor{};
+inline constexpr logical_and_t logical_and{};
+inline constexpr logical_or_t logical_or{};
+
+/// A user-defined reduction operator on T: an identity value and a combiner, either `void(T& into, const T&
+/// from)` (into = into op from) or `T(const T&, const T&)`. It must be associative and commutative: the private
+/// copies are combined in an unspecified order. Made by weft::reducer(identity, combine).
+template <class T, class Combine>
+struct Reducer {
+  T identity;
+  Combine combine;
+};
+template <class T, class Combine>
+Reducer<T, std::decay_t<Combine>> reducer(T identity, Combine&& combine) {
+  static_assert(std::is_copy_constructible_v<T>, "weft::reducer: T must be copyable");
+  return {std::move(identity), std::forward<Combine>(combine)};
+}
+
+namespace detail {
+template <class T, class Op>
+struct ReducerOpsFor {
+  static void init(void* dst, const void* r) {
+    if constexpr (builtin_reducer<Op, T>) {
+      (void)r;
+      ::new (dst) T(Op::template identity<T>());
+    } else {
+      ::new (dst) T(static_cast<const Op*>(r)->identity);
+    }
+  }
+  static void combine(void* into, const void* from, const void* r) {
+    T& a = *static_cast<T*>(into);
+    const T& b = *static_cast<const T*>(from);
+    if constexpr (builtin_reducer<Op, T>) {
+      (void)r;
+      Op::combine(a, b);
+    } else {
+      auto& f = static_cast<const Op*>(r)->combine;
+      if constexpr (std::is_invocable_v<decltype(f), T&, const T&> &&
+                    std::is_void_v<std::invoke_result_t<decltype(f), T&, const T&>>)
+        f(a, b);
+      else
+        a = f(std::as_const(a), b);
+    }
+  }
+  static void destroy(void* p) noexcept { static_cast<T*>(p)->~T(); }
+  static void* clone(const void* r) {
+    if constexpr (builtin_reducer<Op, T>) {
+      (void)r;
+      return nullptr;
+    } else {
+      return new Op(*static_cast<const Op*>(r));
+    }
+  }
+  static void drop(void* r) noexcept {
+    if constexpr (!builtin_reducer<Op, T>) delete static_cast<Op*>(r);
+  }
+  static constexpr ReducerOps ops{sizeof(T), alignof(T), &type_tag<T>, &init, &combine, &destroy, &clone, &drop};
+};
+
+template <class T, class Op>
+constexpr void check_reducer() {
+  check_not_pointer<T>();
+  static_assert(!std::is_const_v<T>, "weft::reduction: the datum must be modifiable");
+  if constexpr (!builtin_reducer<Op, T>) {
+    static_assert(requires(const Op& o) { o.identity; o.combine; },
+                  "weft::reduction: the operator is weft::sum, product, minimum, maximum, bit_and, bit_or, "
+                  "bit_xor, logical_and, logical_or or a weft::reducer(identity, combine)");
+  }
+}
+}  // namespace detail
+
+/// A reduction clause (weft::reduction / weft::weak_reduction). Keep it within the spawn expression that makes
+/// it: it points to its operator object, which must live until the spawn returns.
+struct ReductionAccess {
+  Access access;
+  detail::ReductionSpec spec;
+};
+
+/// reduction(x, op): the task contributes to x through a private copy (Context::local(x)); consecutive
+/// reductions of siblings on x with the same operator run concurrently and are combined into x once, before
+/// any later access to x. weak_reduction(x, op): the task's children do the reducing (they join the same
+/// reduction), the task itself is not delayed (OmpSs-2 weakreduction).
+template <class T, class Op>
+ReductionAccess reduction(T& object, const Op& op) {
+  detail::check_reducer<T, Op>();
+  return {{std::addressof(object), sizeof(T), AccessMode::reduction},
+          {std::addressof(object), &detail::ReducerOpsFor<T, Op>::ops, std::addressof(op)}};
+}
+template <class T, class Op>
+ReductionAccess weak_reduction(T& object, const Op& op) {
+  detail::check_reducer<T, Op>();
+  return {{std::addressof(object), sizeof(T), AccessMode::weak_reduction},
+          {std::addressof(object), &detail::ReducerOpsFor<T, Op>::ops, std::addressof(op)}};
+}
+
 /// Scheduling priority of a task (larger runs earlier among ready tasks of a worker).
 struct priority {
   std::int32_t value;
@@ -248,6 +474,11 @@ struct SpawnAttrs {
 Task* begin_spawn(Context& cx);                                     // throttle, then allocate
 /// Registers and queues t; if registration throws, t (body included) is discarded and the exception goes on.
 void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
+/// finish_spawn for a task with reduction clauses: specs[0 .. nr) give the operators of its reduction accesses.
+void finish_spawn_reductions(Context& cx, Task* t, const Access* acc, std::size_t n, const ReductionSpec* specs,
+                             std::size_t nr, const SpawnAttrs& attrs);
+/// The calling task's private copy of the reduction on `address` (Context::local).
+void* reduction_local(const Context& cx, const void* address, const void* type);
 /// Returns a descriptor from begin_spawn whose body was never installed (its installation threw).
 void discard_spawn(Context& cx, Task* t) noexcept;
 void* allocate_large_body(std::size_t bytes, std::size_t align);
@@ -337,6 +568,8 @@ Task* new_task(Context& cx, F&& f) {
 
 template <class C>
 constexpr std::size_t is_access_v = std::is_same_v<std::decay_t<C>, Access> ? 1 : 0;
+template <class C>
+constexpr std::size_t is_reduction_v = std::is_same_v<std::decay_t<C>, ReductionAccess> ? 1 : 0;
 }  // namespace detail
 
 /// The handle through which a running task (or the root function of Runtime::run) spawns and waits for its
@@ -344,16 +577,43 @@ constexpr std::size_t is_access_v = std::is_same_v<std::decay_t<C>, Access> ? 1 
 class Context {
  public:
   /// Spawns a child task running `body` after the earlier-spawned siblings it conflicts with (see top of
-  /// file). Clauses: any number of weft::in/out/inout/inoutset/commutative/weak_* accesses, at most one
-  /// weft::priority and one weft::label, in any order.
+  /// file). Clauses: any number of weft::in/out/inout/inoutset/commutative/weak_*/reduction/weak_reduction
+  /// accesses, at most one weft::priority and one weft::label, in any order.
   template <class F, class... Clauses>
   void spawn(F&& body, Clauses&&... clauses) {
-    constexpr std::size_t n = (std::size_t{0} + ... + detail::is_access_v<Clauses>);
+    constexpr std::size_t nr = (std::size_t{0} + ... + detail::is_reduction_v<Clauses>);
+    constexpr std::size_t n = (std::size_t{0} + ... + detail::is_access_v<Clauses>) + nr;
     Access accesses[n == 0 ? 1 : n];
     detail::SpawnAttrs attrs;
     [[maybe_unused]] std::size_t i = 0;
-    (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
-    detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
+    if constexpr (nr == 0) {  // the usual spawn: reductions cost it nothing
+      (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
+      detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
+    } else {
+      detail::ReductionSpec specs[nr];
+      std::size_t k = 0;
+      auto clause = [&](auto&& c) {
+        if constexpr (detail::is_reduction_v<decltype(c)>) {
+          accesses[i++] = c.access;
+          specs[k++] = c.spec;
+        } else {
+          add_clause(accesses, i, attrs, std::forward<decltype(c)>(c));
+        }
+      };
+      (clause(std::forward<Clauses>(clauses)), ...);
+      detail::finish_spawn_reductions(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, specs, nr,
+                                      attrs);
+    }
+  }
+
+  /// Inside a task with a reduction (or weak_reduction) clause on x: this worker's private copy of the reduction,
+  /// created on first use and initialised to the operator's identity. Tasks of the same reduction running on one
+  /// worker share its copy; the copies are combined into x after the last of them. Throws std::logic_error if
+  /// the task declares no reduction on x (or one on another type).
+  template <class T>
+  T& local(T& x) const {
+    detail::check_not_pointer<T>();
+    return *static_cast<T*>(detail::reduction_local(*this, std::addressof(x), &detail::type_tag<T>));
   }
 
   /// Like spawn, for accesses whose number is known only at run time (e.g. one weft::in per input of a graph
@@ -417,6 +677,8 @@ class Context {
       attrs.priority = c.value;
     else if constexpr (std::is_same_v<D, label>)
       attrs.label = c.text;
+    else if constexpr (std::is_same_v<D, ReductionAccess>)
+      static_assert(sizeof(D) == 0, "weft: reduction clauses are accepted by Context::spawn only");
     else
       static_assert(sizeof(D) == 0, "weft: spawn clauses are accesses (weft::in, ...), weft::priority, weft::label");
   }

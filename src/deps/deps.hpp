@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "engine/kind.hpp"
 
@@ -20,6 +22,56 @@ extern const TaskKind kJoinNode;
 /// The node of a weak access of a task: the task's children accessing that datum wait on it, and the task
 /// completes only after it (it counts in the task's `alive`). Owned by the task, not by a domain.
 extern const TaskKind kWeakNode;
+
+/// A task with reduction accesses (see reduction.cpp): frees its reduction links when it completes.
+extern const TaskKind kReductionTask;
+/// An internal node that closes a reduction group: it waits for the members, then combines their private
+/// copies into the datum (in its completion) and stands for the group in later accesses.
+extern const TaskKind kReduceNode;
+
+/// The state of one reduction group: its datum, operator and the workers' private copies. Owned by the record
+/// of the domain that started the group; combined and freed by the node that closes it (or by the owner at a
+/// taskwait or at its end).
+struct ReductionGroup {
+  void* target;
+  const ReducerOps* ops;
+  void* reducer;                 ///< the group's copy of the operator (null: stateless)
+  ReductionGroup* held_next;     ///< phase 1 of a registration: groups to free if it fails
+  std::uint32_t n_slots;
+  void** slots;                  ///< per worker: its private copy, or null. Slot i is touched only by worker i
+                                 ///< until the group is combined (after every member finished).
+};
+struct ReductionLink {
+  const void* address;
+  ReductionGroup* group;
+};
+/// The reductions of a task (Task::reductions): its children's reductions on these data join these groups.
+struct ReductionLinks {
+  std::vector<ReductionLink> links;
+};
+/// The replayed tasks of taskiter (src/iter): a recorded task with reductions keeps its links in its vertex.
+extern const TaskKind kReplayedTask;
+const ReductionLinks* replayed_reduction_links(const Task* t);
+/// The reductions of a running task t (null if it has none): its children's reductions join them.
+inline const ReductionLinks* reduction_links(const Task* t) {
+  if (t->kind == &kReductionTask) return t->reductions;
+  if (t->kind == &kReplayedTask) [[unlikely]] return replayed_reduction_links(t);
+  return nullptr;
+}
+/// Combines g's copies into its datum and frees them, leaving g empty for the next iteration (the combine
+/// vertex of a taskiter). Rethrows the first exception of the combiner, having freed every copy.
+void combine_and_reset(ReductionGroup* g);
+/// A new group for `spec` (may throw: phase 1).
+ReductionGroup* new_reduction_group(Worker& w, const ReductionSpec& spec);
+/// Combines g's private copies into its datum (unless `discard`) and frees g. An exception of the combiner is
+/// recorded as a child error of `error_to`; returns false then.
+bool finish_reduction_group(Worker& w, ReductionGroup* g, bool discard, Task* error_to) noexcept;
+/// The closing node n of a group: combines (unless n was cancelled: a member failed) and frees its group.
+void finish_reduce_node(Worker& w, Task* n) noexcept;
+/// Closes t's open reduction groups (all members finished: after a taskwait), combining them now.
+void settle_reductions(Worker& w, Task* t);
+/// Closes the open reduction group of t's children on `address`, if any, with a node (before taskwait_on).
+void close_reduction(Worker& w, Task* t, const void* address);
 
 /// Registers t's accesses (n >= 1) in the domain of its parent; links t after its predecessors. Returns true if t
 /// is ready now. Throws (only std::bad_alloc) having registered nothing.

@@ -31,6 +31,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "deps/deps.hpp"
@@ -53,7 +55,7 @@ struct WeakLink {
 
 namespace {
 
-enum Group : std::uint8_t { kNoGroup = 0, kInoutset = 1, kCommutative = 2 };
+enum Group : std::uint8_t { kNoGroup = 0, kInoutset = 1, kCommutative = 2, kReduction = 3 };
 
 /// Lists shorter than this grow without being pruned (pruning a short list saves nothing).
 constexpr std::size_t kPruneFrom = 32;
@@ -61,16 +63,40 @@ constexpr std::size_t kPruneFrom = 32;
 constexpr std::size_t kFirstSweep = 256;
 constexpr std::uint32_t kNoRecord = ~0u;
 
+/// What only some records need (commutative or reduction groups), out of line: a record stays 96 bytes, which
+/// keeps the index arithmetic of the lookup on the spawn path as cheap as it was.
+struct RecordExt {
+  CommLock* lock = nullptr;       ///< commutative mutual exclusion for this datum
+  ReductionGroup* red = nullptr;  ///< the current group's reduction (group == kReduction)
+};
+
 struct Record {
   const void* address = nullptr;
   Task* writer = nullptr;         ///< last writer, a join node, or the parent's weak node
   std::vector<Task*> readers;     ///< readers since `writer`
   std::vector<Task*> members;     ///< current group
   Task* group_pred = nullptr;     ///< what every member of the current group waits for
-  CommLock* lock = nullptr;       ///< commutative mutual exclusion for this datum
+  RecordExt* ext = nullptr;       ///< made by phase 1 where a commutative or reduction group needs it
   std::uint64_t stamp = 0;        ///< the registration that last looked it up (duplicate accesses of one task)
   Group group = kNoGroup;
+  /// The reduction is the parent's own (the parent reduces on this datum; see new_record): its children join it,
+  /// nothing else may access the datum, and the group is combined in the grandparent's domain, not here.
+  bool borrowed = false;
+
+  ReductionGroup* red() const { return ext ? ext->red : nullptr; }
+  RecordExt& extension() {  // phase 1 (allocates)
+    if (!ext) ext = new RecordExt;
+    return *ext;
+  }
+  /// Frees the extension (the record is dropped: the users of its lock have all finished).
+  void drop_extension() {
+    if (!ext) return;
+    delete ext->lock;
+    delete ext;
+    ext = nullptr;
+  }
 };
+static_assert(sizeof(Record) == 96, "see RecordExt");
 
 // Weak nodes are owned by the task whose weak access they stand for and freed with it: records name them
 // without counting.
@@ -121,6 +147,7 @@ struct Domain {
   std::uint32_t last = kNoRecord;      // kNoRecord: the cache is empty (any address, null included, may be named)
   std::size_t sweep_at = kFirstSweep;  // records count beyond which the next creation sweeps first
   std::uint64_t stamp = 0;             // registrations of several accesses (Record::stamp)
+  std::uint32_t open_reductions = 0;   // records with an open reduction group of their own (not borrowed)
 
   static std::uint64_t hash(const void* a) {
     return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a)) * 0x9E3779B97F4A7C15ull;
@@ -173,6 +200,7 @@ struct Domain {
   /// others; rebuilds the table at the size of what is left. Owner thread; no Record pointer may be held.
   void sweep(Worker& w, Task* producer) {
     auto done = [](const Record& r) {
+      if (r.red() && !r.borrowed) return false;  // an open reduction: combined at its close, taskwait or the end
       if (!forgettable(r.writer) || !forgettable(r.group_pred)) return false;
       for (const Task* x : r.readers)
         if (!forgettable(x)) return false;
@@ -213,7 +241,7 @@ struct Domain {
     for (Task* x : r.readers) release(producer, x);
     for (Task* x : r.members) release(producer, x);
     if (r.group_pred) release(producer, r.group_pred);
-    delete r.lock;  // its users have all finished
+    r.drop_extension();  // the users of its lock have all finished
     r.readers.clear();
     r.members.clear();
   }
@@ -241,6 +269,8 @@ struct Plan {
   Task* close_node;  ///< joins the group this access closes (groups of 2+ members)
   Task* start_node;  ///< joins the readers a new inoutset/commutative group waits for (2+ readers)
   Task* weak_node;   ///< weak access: the node t's children wait on
+  const ReductionSpec* spec;    ///< reduction access: its operator
+  ReductionGroup* red_new;      ///< reduction access that starts a group: the group
 };
 
 /// Phase 1: a descriptor for a node with at most `preds` predecessors, its edge array included. Held on `held`
@@ -371,15 +401,46 @@ Task* make_node(Worker& w, Task* producer, Task*& prepared, Task* const* preds, 
   return n;
 }
 
+// Phase 2: the prepared descriptor becomes the node closing reduction group g, after the members preds[0 .. k).
+// If they have all finished it combines now, on the producer's thread (their completion is acquired by link()).
+Task* make_reduce_node(Worker& w, Task* producer, Task*& prepared, ReductionGroup* g, Task* const* preds,
+                       std::size_t k) {
+  WEFT_ASSERT(prepared != nullptr);
+  Task* n = prepared;
+  prepared = nullptr;
+  init_task(w, n, producer, &kReduceNode);
+  *reinterpret_cast<ReductionGroup**>(n->body) = g;  // a node has no body: its storage holds the group
+  trace::on_node(w, n);
+  ++w.counters.internal_nodes;
+  TaskBuffer& cands = w.node_scratch;
+  cands.clear();
+  for (std::size_t i = 0; i < k; ++i) cands.push_reserved(preds[i]);
+  if (link(w, n, cands.data(), cands.size())) {
+    finish_reduce_node(w, n);
+    n->succ_head.store(kClosed, std::memory_order_release);
+  }
+  return n;
+}
+
 void set_writer(Task* producer, Record& r, Task* t) {
   add_ref(t);
   if (r.writer) release(producer, r.writer);
   r.writer = t;
 }
 
-// Ends the current group: a join node (or the single member) becomes the writer.
-[[gnu::noinline]] void end_group(Worker& w, Task* producer, Record& r, Plan& plan) {
-  Task* n = r.members.size() == 1 ? r.members[0] : make_node(w, producer, plan.close_node, r.members.data(), r.members.size());
+// Ends the current group: a join node (or the single member) becomes the writer; a reduction group always
+// needs its node, which combines.
+[[gnu::noinline]] void end_group(Worker& w, Task* producer, Record& r, Task*& close_node) {
+  Task* n;
+  if (r.group == kReduction) {
+    WEFT_ASSERT(!r.borrowed);  // phase 1 refuses what would close a borrowed group
+    n = make_reduce_node(w, producer, close_node, r.ext->red, r.members.data(), r.members.size());
+    r.ext->red = nullptr;
+    --producer->domain->open_reductions;
+  } else {
+    n = r.members.size() == 1 ? r.members[0]
+                              : make_node(w, producer, close_node, r.members.data(), r.members.size());
+  }
   set_writer(producer, r, n);
   for (Task* m : r.members) release(producer, m);
   r.members.clear();
@@ -389,11 +450,36 @@ void set_writer(Task* producer, Record& r, Task* t) {
 }
 inline void close_group(Worker& w, Task* producer, Record& r, Plan& plan) {
   if (r.group != kNoGroup) [[unlikely]]
-    end_group(w, producer, r, plan);
+    end_group(w, producer, r, plan.close_node);
 }
 
 inline Group group_of(AccessMode m) {
-  return m == AccessMode::inoutset ? kInoutset : m == AccessMode::commutative ? kCommutative : kNoGroup;
+  switch (m) {
+    case AccessMode::inoutset: return kInoutset;
+    case AccessMode::commutative: return kCommutative;
+    case AccessMode::reduction:
+    case AccessMode::weak_reduction: return kReduction;
+    default: return kNoGroup;
+  }
+}
+inline bool is_reduction(AccessMode m) { return m == AccessMode::reduction || m == AccessMode::weak_reduction; }
+
+// Phase 2: a new group of kind g on r: its members wait for the readers since the writer (through a node if
+// there are several), else for the writer.
+void start_group(Worker& w, Task* producer, Record& r, Plan& plan, Group g) {
+  close_group(w, producer, r, plan);
+  Task* gp = nullptr;
+  if (r.readers.size() >= 2)
+    gp = make_node(w, producer, plan.start_node, r.readers.data(), r.readers.size());
+  else if (r.readers.size() == 1)
+    gp = r.readers[0];
+  else
+    gp = r.writer;
+  if (gp) add_ref(gp);
+  for (Task* rd : r.readers) release(producer, rd);
+  r.readers.clear();
+  r.group_pred = gp;
+  r.group = g;
 }
 
 // Phase 2, the plain cases: a read waits for the writer and joins the readers; a write waits for the readers
@@ -433,30 +519,31 @@ inline Group group_of(AccessMode m) {
       close_group(w, producer, r, plan);
       write_access(producer, r, accessor, cands);
       return;
+    case AccessMode::reduction:
+    case AccessMode::weak_reduction:
+      // A group with another operator (or none) ends here: a new one starts after its combination.
+      if (r.group != kReduction || r.ext->red->ops != plan.spec->ops) {
+        start_group(w, producer, r, plan, kReduction);
+        r.ext->red = plan.red_new;  // both made by phase 1
+        plan.red_new = nullptr;
+        r.borrowed = false;
+        ++producer->domain->open_reductions;
+      }
+      if (r.group_pred) cands.push_reserved(r.group_pred);
+      r.members.push_back(accessor);  // room made by phase 1
+      add_ref(accessor);
+      accessor->reductions->links.push_back(ReductionLink{plan.access->address, r.ext->red});  // reserved by phase 1
+      return;
     case AccessMode::inoutset:
     case AccessMode::commutative: {
       const Group g = group_of(mode);
-      if (r.group != g) {
-        close_group(w, producer, r, plan);
-        Task* gp = nullptr;
-        if (r.readers.size() >= 2)
-          gp = make_node(w, producer, plan.start_node, r.readers.data(), r.readers.size());
-        else if (r.readers.size() == 1)
-          gp = r.readers[0];
-        else
-          gp = r.writer;
-        if (gp) add_ref(gp);
-        for (Task* rd : r.readers) release(producer, rd);
-        r.readers.clear();
-        r.group_pred = gp;
-        r.group = g;
-      }
+      if (r.group != g) start_group(w, producer, r, plan, g);
       if (r.group_pred) cands.push_reserved(r.group_pred);
       r.members.push_back(accessor);
       add_ref(accessor);
       if (g == kCommutative) {
         accessor->kind = &kCommutativeTask;
-        accessor->comm[accessor->n_comm++] = r.lock;  // array sized by phase 1
+        accessor->comm[accessor->n_comm++] = r.ext->lock;  // array and lock made by phase 1
       }
       return;
     }
@@ -464,11 +551,16 @@ inline Group group_of(AccessMode m) {
 }
 
 inline bool is_weak(AccessMode m) {
-  return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout;
+  return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout ||
+         m == AccessMode::weak_reduction;
 }
 inline bool reads_only(AccessMode m) { return m == AccessMode::in || m == AccessMode::weak_in; }
 
 AccessMode merge(AccessMode a, AccessMode b) {
+  if (is_reduction(a) || is_reduction(b)) [[unlikely]]  // before anything is registered (phase 1)
+    throw std::invalid_argument(
+        "weft: a task names a datum twice and one of the accesses is a reduction; a reduction must be the task's "
+        "only access to its datum");
   if (a == b) return a;
   const bool ro = reads_only(a) && reads_only(b);
   if (is_weak(a) && is_weak(b)) return ro ? AccessMode::weak_in : AccessMode::weak_inout;
@@ -497,6 +589,19 @@ std::vector<Access> merge_duplicates(const Access* acc, std::size_t n) {
       r.writer = parent->weak[k].node;
       break;
     }
+  // A parent that reduces on `a`: its children's reductions on `a` join its group (they contribute to the same
+  // private copies, combined once in the grandparent's domain); they wait for what the parent's weak node waits
+  // for (a strong reduction parent has already waited).
+  if (const ReductionLinks* links = reduction_links(parent)) [[unlikely]]
+    for (const ReductionLink& l : links->links)
+      if (l.address == a) {
+        r.extension().red = l.group;  // first: may throw
+        r.group = kReduction;
+        r.borrowed = true;
+        r.group_pred = r.writer;  // a weak node, or null: not counted (add_ref)
+        r.writer = nullptr;
+        break;
+      }
   return r;
 }
 
@@ -518,28 +623,55 @@ bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::
 // list room, lock, and the descriptors of the nodes phase 2 will build. Adds its candidates to the bounds.
 [[gnu::noinline]] void prepare_special(Worker& w, Task* parent, Plan& p, Task*& held, std::size_t& strong_cands,
                                        std::size_t& weak_cands, std::size_t& node_preds, std::size_t& n_weak,
-                                       std::size_t& n_comm) {
+                                       std::size_t& n_comm, std::size_t& n_red, ReductionGroup*& held_groups) {
   Record& r = *p.r;
   const AccessMode mode = p.access->mode;
   const Group g = group_of(mode);
-  if (r.group != kNoGroup && r.group != g && r.members.size() > 1) {
+  bool joins = r.group == g;  // joins the current group
+  if (g == kReduction) {
+    p.spec = nullptr;
+    for (std::size_t k = 0; k < w.n_red_specs; ++k)
+      if (w.red_specs[k].address == p.access->address) p.spec = &w.red_specs[k];
+    if (!p.spec)
+      throw std::invalid_argument("weft: a reduction access needs its operator: use weft::reduction(x, op) or "
+                                  "weft::weak_reduction(x, op) clauses of Context::spawn");
+    joins = joins && r.ext->red->ops == p.spec->ops;
+    ++n_red;
+  }
+  if (r.group == kReduction && !joins) {
+    if (r.borrowed)
+      throw std::logic_error(std::string("weft: a task whose parent declared a reduction on a datum accesses it ") +
+                             (g == kReduction ? "by a reduction with another operator or type"
+                                              : std::string("with ") + to_string(mode)) +
+                             "; children of a reducing task may only join its reduction (same operator)");
+    p.close_node = prepare_node(w, r.members.size(), held);  // even for one member: the node combines
+    node_preds = std::max(node_preds, r.members.size());
+  } else if (r.group != kNoGroup && r.group != g && r.members.size() > 1) {
     p.close_node = prepare_node(w, r.members.size(), held);
     node_preds = std::max(node_preds, r.members.size());
+  }
+  if (g == kReduction && !joins) {
+    r.extension();  // phase 2 sets its group there
+    ReductionGroup* fresh = new_reduction_group(w, *p.spec);
+    fresh->held_next = held_groups;
+    held_groups = fresh;
+    p.red_new = fresh;
   }
   // Candidates: the readers (an out after readers), else one task (writer or group predecessor).
   std::size_t cands = std::max<std::size_t>(1, r.readers.size());
   if (g != kNoGroup) {
-    if (r.group == g)
+    if (joins)
       make_room(parent, r.members);  // joins the group
     else if (r.members.capacity() == 0)
       r.members.reserve(4);  // starts one: the list is empty after the close
-    if (r.group != g && r.readers.size() >= 2) {
+    if (!joins && r.readers.size() >= 2) {
       p.start_node = prepare_node(w, r.readers.size(), held);
       node_preds = std::max(node_preds, r.readers.size());
     }
     cands = 1;
     if (g == kCommutative) {
-      if (!r.lock) r.lock = new CommLock;
+      RecordExt& x = r.extension();
+      if (!x.lock) x.lock = new CommLock;
       ++n_comm;
     }
   } else if (reads_only(mode)) {
@@ -567,11 +699,16 @@ inline void reserve_spare_edges(Worker& w, std::size_t cands) {
     grow_spare_edges(w, cands);
 }
 
-void free_held(Worker& w, Task*& held) {
+void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
   while (held) {
     Task* x = held;
     held = x->retired_next;
     free_dependency_task(w, x);
+  }
+  while (held_groups) {
+    ReductionGroup* g = held_groups;
+    held_groups = g->held_next;
+    finish_reduction_group(w, g, /*discard=*/true, nullptr);
   }
 }
 
@@ -588,15 +725,16 @@ void free_held(Worker& w, Task*& held) {
     plans = big.get();
   }
   Task* held = nullptr;  // node descriptors taken by phase 1, freed if it fails
+  ReductionGroup* held_groups = nullptr;  // likewise the groups of reductions it starts
   bool special = false;  // some access needs more than a plain in/out/inout record update
   try {
     // --- phase 1: room for everything ---
     d.reserve(w, parent, n);
-    std::size_t strong_cands = 0, weak_cands = 0, node_preds = 0, n_weak = 0, n_comm = 0;
+    std::size_t strong_cands = 0, weak_cands = 0, node_preds = 0, n_weak = 0, n_comm = 0, n_red = 0;
     for (std::size_t i = 0; i < n; ++i) {
       Record& r = record_of(d, parent, acc[i].address);
       if (r.stamp == stamp) [[unlikely]] {  // a second access to one datum: merge them, start again
-        free_held(w, held);
+        free_held(w, held, held_groups);
         return register_merged(w, parent, t, acc, n);
       }
       r.stamp = stamp;
@@ -615,7 +753,8 @@ void free_held(Worker& w, Task*& held) {
       }
       special = true;
       p.close_node = p.start_node = p.weak_node = nullptr;
-      prepare_special(w, parent, p, held, strong_cands, weak_cands, node_preds, n_weak, n_comm);
+      p.red_new = nullptr;
+      prepare_special(w, parent, p, held, strong_cands, weak_cands, node_preds, n_weak, n_comm, n_red, held_groups);
     }
     if (special)  // the plain accesses' plans, which phase 2's general loop also reads: no nodes
       for (std::size_t i = 0; i < n; ++i)
@@ -633,8 +772,18 @@ void free_held(Worker& w, Task*& held) {
     // finished predecessors are dropped, it needs one (a chain of tasks with 6 accesses has 6 candidates but
     // one predecessor: no allocation).
     reserve_spare_edges(w, strong_cands);
+    if (n_red) {  // last: nothing after it throws, so the catch below need not free it
+      t->reductions = new ReductionLinks;
+      try {
+        t->reductions->links.reserve(n_red);
+      } catch (...) {
+        delete t->reductions;
+        t->reductions = nullptr;
+        throw;
+      }
+    }
   } catch (...) {
-    free_held(w, held);
+    free_held(w, held, held_groups);
     throw;  // t's arrays are freed with t by the caller
   }
 
@@ -675,6 +824,8 @@ void free_held(Worker& w, Task*& held) {
   }
   if (t->n_comm > 1)
     std::sort(t->comm, t->comm + t->n_comm);  // one global order: no deadlock between overlapping sets
+  // A reducing task frees its links when it completes (and runs its commutative locks, if any, as well).
+  if (t->reductions) t->kind = &kReductionTask;
   return link(w, t, cands.data(), cands.size());
 }
 
@@ -755,7 +906,7 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
     Record* r = d.find(acc[0].address);
     if (!r) [[unlikely]] {
       d.reserve(w, parent, 1);
-      r = &d.create(acc[0].address);
+      r = &new_record(d, parent, acc[0].address);  // no weak link (!parent->weak), maybe a parent's reduction
     }
     if (r->group == kNoGroup) {
       Task* pred = r->writer;
@@ -793,18 +944,54 @@ void writers_of(Worker& w, Task* parent, const void* address) {
     w.scratch.push(r->writer);
 }
 
+namespace {
+// Closes r's open reduction group (its own, not borrowed) with a node, as a later access would; allocates.
+void close_open_reduction(Worker& w, Task* parent, Record& r) {
+  WEFT_ASSERT(r.group == kReduction && !r.borrowed);
+  Task* held = nullptr;
+  Task* node = prepare_node(w, r.members.size(), held);
+  w.node_scratch.reserve(r.members.size());  // make_reduce_node copies the members there
+  end_group(w, parent, r, node);
+}
+}  // namespace
+
+void settle_reductions(Worker& w, Task* t) {
+  Domain* d = t->domain;
+  if (!d || d->open_reductions == 0) return;  // the usual taskwait: one test
+  // Every child has finished: each node is ready at once and combines here, on the waiting thread.
+  for (Record& r : d->records)
+    if (r.group == kReduction && !r.borrowed) close_open_reduction(w, t, r);
+  WEFT_ASSERT(d->open_reductions == 0);
+}
+
+void close_reduction(Worker& w, Task* t, const void* address) {
+  Domain* d = t->domain;
+  if (!d || d->open_reductions == 0) return;
+  Record* r = d->find(address);
+  if (r && r->group == kReduction && !r->borrowed) close_open_reduction(w, t, *r);
+}
+
 void destroy_domain(Worker& w, Task* t) {
   Domain* d = t->domain;
   auto drop = [&](Task* x) {
     if (!x || x->kind == &kWeakNode) return;
     if (--x->record_refs == 0) free_dependency_task(w, x);  // every child has finished
   };
+  if (d->open_reductions) [[unlikely]]  // groups still open at the end of their parent: combined now
+    for (Record& r : d->records)
+      if (r.group == kReduction && !r.borrowed) {
+        // A failed member (kept by pruning) or a failed predecessor (its members were cancelled, so they are
+        // poisoned too): nothing is combined, as when a node closes the group.
+        const bool failed = std::any_of(r.members.begin(), r.members.end(), [](const Task* m) { return poisoned(m); });
+        finish_reduction_group(w, r.ext->red, failed, t);  // a combiner's exception fails t
+        r.ext->red = nullptr;
+      }
   for (Record& r : d->records) {
     drop(r.writer);
     for (Task* x : r.readers) drop(x);
     for (Task* x : r.members) drop(x);
     drop(r.group_pred);
-    delete r.lock;
+    r.drop_extension();
   }
   delete d;
   t->domain = nullptr;

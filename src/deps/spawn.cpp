@@ -38,6 +38,29 @@ bool complete_dependency(Worker& w, Task* t, Task*& best, std::vector<Task*>& to
   return true;  // a finished child of its parent
 }
 
+// A reducing task: its commutative locks, if it has any, as a commutative task; its reduction links live until it
+// completes (its children's registrations read them while its body runs).
+void run_reduction(Worker& w, Task* t) {
+  if (t->n_comm) {
+    run_commutative(w, t);
+    return;
+  }
+  run_body(w, t);
+  end_body(w, t);
+}
+
+bool complete_reduction(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  delete t->reductions;  // before release_successors: t then belongs to its producer
+  t->reductions = nullptr;
+  return complete_dependency(w, t, best, todo);
+}
+
+bool complete_reduce(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  finish_reduce_node(w, t);  // may poison t (a combiner threw)
+  release_successors(w, t, t->cancelled.load(std::memory_order_relaxed), best, todo);
+  return false;  // not counted in its producer's children
+}
+
 bool complete_join(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   release_successors(w, t, t->cancelled.load(std::memory_order_relaxed), best, todo);
   return false;  // not counted in its producer's children
@@ -60,6 +83,8 @@ const TaskKind kDependencyTask{"dependency", false, false, &run_dependency, &com
 const TaskKind kCommutativeTask{"commutative", false, false, &run_commutative, &complete_dependency, nullptr, nullptr};
 const TaskKind kJoinNode{"join", true, false, nullptr, &complete_join, nullptr, nullptr};
 const TaskKind kWeakNode{"weak", true, false, nullptr, &complete_weak, nullptr, nullptr};
+const TaskKind kReductionTask{"reduction", false, false, &run_reduction, &complete_reduction, nullptr, nullptr};
+const TaskKind kReduceNode{"combine", true, false, nullptr, &complete_reduce, nullptr, nullptr};
 
 void free_children(Worker& w, Task* t) {
   for (Task* c = t->retired_head; c;) {
@@ -166,6 +191,23 @@ void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const 
   trace::on_spawn_end(w);
 }
 
+void finish_spawn_reductions(Context& cx, Task* t, const Access* acc, std::size_t n, const ReductionSpec* specs,
+                             std::size_t nr, const SpawnAttrs& attrs) {
+  Worker& w = *ContextAccess::worker(cx);
+  // The registration looks the operators up by address (phase 1 of register_general): no field of Access, so
+  // that spawns without reductions build their clauses exactly as before.
+  struct Stash {
+    Worker& w;
+    ~Stash() {
+      w.red_specs = nullptr;
+      w.n_red_specs = 0;
+    }
+  } stash{w};
+  w.red_specs = specs;
+  w.n_red_specs = nr;
+  finish_spawn(cx, t, acc, n, attrs);
+}
+
 void discard_spawn(Context& cx, Task* t) noexcept {
   Worker& w = *ContextAccess::worker(cx);
   free_dependency_task(w, t);  // registration may have sized weak-link or lock arrays
@@ -190,6 +232,7 @@ void Context::taskwait() {
   if (t->kind->refuse_wait) t->kind->refuse_wait(t, "taskwait");
   detail::trace::on_wait_begin(w);
   detail::wait_for_children(w, t);
+  detail::settle_reductions(w, t);  // open reductions are combined: the taskwait sees their result
   // Every child has finished: what the domain still names can go (records of failed tasks excepted).
   detail::sweep_domain(w, t);
   detail::sweep_retired(w, t, /*full=*/true);
@@ -201,6 +244,9 @@ void Context::taskwait_on(const void* address) {
   detail::Worker& w = *worker_;
   if (task_->kind->refuse_wait) task_->kind->refuse_wait(task_, "taskwait_on");
   detail::trace::on_wait_begin(w);
+  // An open reduction on the datum is closed here (a node that combines once its members have finished), so
+  // that what the wait returns to is the combined value.
+  detail::close_reduction(w, task_, address);
   detail::writers_of(w, task_, address);
   std::vector<detail::Task*> preds(w.scratch.data(), w.scratch.data() + w.scratch.size());
   w.scratch.clear();
@@ -225,7 +271,7 @@ extern const TaskKind kReplayedTask;  // src/iter/taskiter.cpp
 Event Context::event() {
   detail::Task* t = task_;
   if (t->kind != &detail::kDependencyTask && t->kind != &detail::kCommutativeTask &&
-      t->kind != &detail::kReplayedTask) [[unlikely]]
+      t->kind != &detail::kReplayedTask && t->kind != &detail::kReductionTask) [[unlikely]]
     throw taskiter_error(std::string("weft: Context::event: a ") + t->kind->name +
                          " task (a taskiter body) cannot take a completion event; take it in a task the body "
                          "spawns");

@@ -155,6 +155,9 @@ struct alignas(64) Worker {
   EdgeNode* spare_edges = nullptr;  ///< an edge array for the task being registered, if it needs one
   std::size_t spare_edges_size = 0;
   std::uint32_t sweep_next = 64;  ///< recycling of retired children (begin_spawn): the count of the next pass
+  /// The reduction clauses of the spawn being registered (finish_spawn_reductions), looked up by address.
+  const ReductionSpec* red_specs = nullptr;
+  std::size_t n_red_specs = 0;
 
   Task* allocate() {
     if (!free_list) [[unlikely]]

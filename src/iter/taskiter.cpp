@@ -51,6 +51,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -65,6 +66,9 @@ namespace weft::detail {
 extern const TaskKind kReplayedTask;  ///< a recorded task, replayed once per iteration (the vertex's body)
 extern const TaskKind kControlTask;   ///< a taskiter_while check, one per copy of the body
 extern const TaskKind kRecorderTask;  ///< the private task of the recording Context: its spawns are recorded
+/// The combination of a recorded reduction group: replayed like a recorded task, but not one of the program's
+/// (Stats::tasks_executed does not count it).
+extern const TaskKind kCombineTask;
 
 namespace {
 enum EdgeKind : std::uint32_t { kIntra = 0, kCross = 1, kGate = 2 };
@@ -98,6 +102,7 @@ struct alignas(64) IterNode {
   bool control = false;
   bool open = false;  ///< control: this instance's check passed, its gates are released
 };
+static_assert(sizeof(IterNode) == 64, "one cache line per vertex: reductions keep their links in the loop");
 
 namespace {
 
@@ -113,8 +118,15 @@ std::string describe(const Access* a, std::size_t n) {
 
 struct Datum {
   std::int32_t last_writer = -1, first_writer = -1;
-  std::vector<std::uint32_t> readers;       ///< since the last writer
+  std::vector<std::uint32_t> readers;       ///< since the last writer (reduction members included)
   std::vector<std::uint32_t> head_readers;  ///< before the first writer
+  ReductionGroup* group = nullptr;          ///< an open reduction group of this copy
+};
+
+// The body of a combine vertex: the group's copies into the datum, every iteration.
+struct CombineBody {
+  ReductionGroup* group;
+  void operator()() const { combine_and_reset(group); }
 };
 
 }  // namespace
@@ -150,6 +162,17 @@ struct IterLoop {
   std::vector<std::uint32_t> mark;  ///< last target linked from each task (duplicate intra edges)
   std::unordered_map<const void*, Datum> data;
   std::uint32_t current_copy = 0;
+  // Reductions: members are recorded as readers of their datum (they touch only their copies), and the group is
+  // closed by a combine vertex recorded as a writer of it (inout): the combination then follows the members and
+  // precedes every later accessor, in this iteration and the next ones, by the rules above (so the proof holds
+  // as for in/out/inout). A group ends at the first access that does not join it, else at the end of its copy
+  // of the body; its state lives as long as the loop, its copies are combined and freed by every instance of
+  // its combine vertex (the next instances of its members start only after it: they wait for its datum's
+  // writers).
+  std::vector<ReductionGroup*> groups;     ///< every group recorded (freed with the loop)
+  std::vector<ReductionLinks> links_of;    ///< per recorded vertex: its reductions
+  std::vector<char> is_combine;            ///< per recorded vertex
+  std::vector<const void*> open_groups;    ///< data whose group is open
 
   // Update: the refreshed descriptors of the period being prepared, by vertex.
   bool updating = false;
@@ -161,6 +184,7 @@ struct IterLoop {
 
   ~IterLoop() {
     Worker& w = *worker;
+    for (ReductionGroup* g : groups) finish_reduction_group(w, g, /*discard=*/true, nullptr);
     for (Task* t : fresh)
       if (t) discard(w, t);
     if (nodes) {
@@ -191,15 +215,59 @@ struct IterLoop {
     edges.push_back({from, to, kIntra});
   }
 
-  void record(Task* t, const Access* a, std::size_t n) {
+  static const ReductionSpec& spec_of(Worker& w, const void* address) {
+    for (std::size_t k = 0; k < w.n_red_specs; ++k)
+      if (w.red_specs[k].address == address) return w.red_specs[k];
+    throw std::invalid_argument("weft: a reduction access needs its operator: use weft::reduction(x, op)");
+  }
+
+  /// Ends the open group of `address` with its combine vertex (a writer of the datum).
+  void close_group(Worker& w, const void* address, Datum& d) {
+    ReductionGroup* g = d.group;
+    d.group = nullptr;
+    Task* c = w.allocate();
+    init_task(w, c, owner, &kDependencyTask);
+    c->priority = 0;
+    c->label = "combine";
+    install_body(c, CombineBody{g});
+    const Access acc{address, 0, AccessMode::inout};
+    record(w, c, &acc, 1, /*combine=*/true);
+  }
+  /// The end of a copy of the body: its open groups are closed.
+  void close_groups(Worker& w) {
+    for (const void* a : open_groups) {
+      Datum& d = data[a];
+      if (d.group) close_group(w, a, d);
+    }
+    open_groups.clear();
+  }
+
+  void record(Worker& w, Task* t, const Access* a, std::size_t n, bool combine = false) {
+    // Groups this task does not join end before it: their combinations come first.
+    for (std::size_t i = 0; i < n; ++i) {
+      Datum& d = data[a[i].address];
+      if (d.group && (a[i].mode != AccessMode::reduction || spec_of(w, a[i].address).ops != d.group->ops))
+        close_group(w, a[i].address, d);
+    }
     const auto x = static_cast<std::uint32_t>(rec.size());
     rec.push_back({t, current_copy, static_cast<std::uint32_t>(accs.size()),
                    static_cast<std::uint32_t>(accs.size() + n)});
     accs.insert(accs.end(), a, a + n);
     mark.push_back(~0u);
+    links_of.emplace_back();
+    is_combine.push_back(combine);
     for (std::size_t i = 0; i < n; ++i) {
       Datum& d = data[a[i].address];
-      if (a[i].mode == AccessMode::in) {
+      if (a[i].mode == AccessMode::reduction) {
+        if (!d.group) {
+          groups.reserve(groups.size() + 1);  // no leak if the push below would throw
+          d.group = new_reduction_group(w, spec_of(w, a[i].address));
+          groups.push_back(d.group);
+          open_groups.push_back(a[i].address);
+        }
+        links_of[x].links.push_back(ReductionLink{a[i].address, d.group});
+      }
+      if (a[i].mode == AccessMode::in || a[i].mode == AccessMode::reduction) {
         if (d.last_writer >= 0) add_intra(static_cast<std::uint32_t>(d.last_writer), x);
         d.readers.push_back(x);
         if (d.first_writer < 0) d.head_readers.push_back(x);
@@ -274,7 +342,7 @@ struct IterLoop {
         v.task = w.allocate();
         init_task(w, v.task, owner, &kControlTask);
       }
-      if (!v.control) v.task->kind = &kReplayedTask;
+      if (!v.control) v.task->kind = is_combine[x] ? &kCombineTask : &kReplayedTask;
       v.task->iter = &v;
     }
     for (std::size_t i = 0; i < edges.size(); ++i) {
@@ -408,17 +476,28 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
   merged.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     const AccessMode md = acc[i].mode;
-    if (md != AccessMode::in && md != AccessMode::out && md != AccessMode::inout) {
+    if (md == AccessMode::reduction && L.spec->params.update) {
+      Loop::discard(w, t);
+      throw taskiter_error("weft: taskiter: a recorded task has a reduction access, which weft::update does not "
+                           "support (spawn the reduction from one recorded task instead)");
+    }
+    if (md != AccessMode::in && md != AccessMode::out && md != AccessMode::inout && md != AccessMode::reduction) {
       Loop::discard(w, t);
       throw taskiter_error(std::string("weft: taskiter: a recorded task has an access ") + weft::to_string(md) +
-                           "; tasks spawned by a taskiter body may use in, out and inout only (spawn the "
-                           "concurrent group from one recorded task instead)");
+                           "; tasks spawned by a taskiter body may use in, out, inout and reduction only (spawn "
+                           "the concurrent group from one recorded task instead)");
     }
     auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[i].address; });
-    if (it == merged.end())
+    if (it == merged.end()) {
       merged.push_back(acc[i]);
-    else if (it->mode != md)
+    } else if (md == AccessMode::reduction || it->mode == AccessMode::reduction) {
+      Loop::discard(w, t);
+      throw std::invalid_argument(
+          "weft: a task names a datum twice and one of the accesses is a reduction; a reduction must be the task's "
+          "only access to its datum");
+    } else if (it->mode != md) {
       it->mode = AccessMode::inout;
+    }
   }
   t->parent = L.owner;
   t->priority = attrs.priority;
@@ -433,7 +512,12 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
     return;
   }
   ++w.counters.tasks_created;
-  L.record(t, merged.data(), merged.size());
+  try {
+    L.record(w, t, merged.data(), merged.size());
+  } catch (...) {  // an operator missing (or no memory): the task was not recorded
+    if (L.rec.empty() || L.rec.back().task != t) Loop::discard(w, t);
+    throw;
+  }
 }
 
 void check_not_recording(const Task*, const char* what) {
@@ -442,7 +526,8 @@ void check_not_recording(const Task*, const char* what) {
                        "recorded task instead)");
 }
 
-void run_replayed(Worker& w, Task* t) {
+template <bool kCounted>
+inline void run_vertex(Worker& w, Task* t) {
   IterNode& v = *t->iter;
   Loop& L = *v.loop;
   // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
@@ -459,9 +544,11 @@ void run_replayed(Worker& w, Task* t) {
     record_error(w, L.owner, std::current_exception());
   }
   trace::on_body_end(w, t);
-  ++w.counters.tasks_executed;
+  if constexpr (kCounted) ++w.counters.tasks_executed;  // a combination is not a task of the program
   end_body(w, t);
 }
+void run_replayed(Worker& w, Task* t) { run_vertex<true>(w, t); }
+void run_combine(Worker& w, Task* t) { run_vertex<false>(w, t); }
 
 void run_control_task(Worker& w, Task* t) {
   run_control(w, *t->iter);
@@ -530,6 +617,7 @@ bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
 }  // namespace
 
 const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr};
+const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed, nullptr, nullptr};
 const TaskKind kControlTask{"control", false, true, &run_control_task, &complete_replayed, nullptr, nullptr};
 const TaskKind kRecorderTask{"recorder", false, false, nullptr, nullptr, &record_spawn, &check_not_recording};
 
@@ -579,6 +667,7 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
     trace::set_tag(w, c);
     L.current_copy = c;
     spec.body(spec.closure, rcx, c);
+    L.close_groups(w);  // a copy's reductions are combined within it (before its control, if any)
   }
   L.close(w);
   trace::set_tag(w, 0);
@@ -618,6 +707,14 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
     wait_for_instances(w, owner);
     trace::record_phase(w, "replay", replay_begin, trace::now(w), p);
   }
+}
+
+// Off the replay path (Context::local, a new record of a replayed task's children): the vertex's index.
+const ReductionLinks* replayed_reduction_links(const Task* t) {
+  const IterNode& v = *t->iter;
+  const IterLoop& L = *v.loop;
+  const ReductionLinks& l = L.links_of[static_cast<std::size_t>(&v - L.nodes.get())];
+  return l.links.empty() ? nullptr : &l;
 }
 
 }  // namespace weft::detail

@@ -26,6 +26,12 @@
 //     few choices of throwers whose outcome the documentation leaves to timing;
 //   * long programs (kinds long, long_exc): 1500-4000 children of the root over 40-320 variables, so that records,
 //     descriptors and the domain's hash table grow and recycle.
+//   * reduction programs (kinds reduce, reduce_exc, reduce_long: those of all, exc and long with reductions):
+//     some accesses are reduction or weak_reduction with sum, min or max on uint32 (order-independent, so the
+//     reference's value is exact). A reducing task contributes a task-specific value through Context::local and
+//     does not read the variable; a child of a reducing parent may access that variable only by a reduction
+//     with the parent's operator (joining its reduction). At most two reduction clauses per task, never merged
+//     with another clause on their variable.
 // Completion events (weft::Event): in the weft runs of one program in six (CI time: a run with events waits for
 // the pool's thread), about one task in four (chosen by hashes of the program's seed and the task id, so the
 // generator and the reference are untouched) takes an event at the start of its body and leaves it in a shared pool; every body first fulfils one pooled event of any earlier task (an
@@ -75,10 +81,27 @@ constexpr int kMaxVars = 320;      // long programs; the others use 4..6 variabl
 constexpr std::size_t kMaxAcc = 12;  // clauses of one spawn (at most 6 variables, some declared twice)
 
 bool is_weak(AccessMode m) {
-  return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout;
+  return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout ||
+         m == AccessMode::weak_reduction;
+}
+bool is_reduction(AccessMode m) { return m == AccessMode::reduction || m == AccessMode::weak_reduction; }
+
+// Reduction operators of the programs: order-independent on uint32 (sum wraps), so the sequential interpreter
+// computes the exact value.
+enum class Op : std::uint8_t { sum, min, max };
+const char* op_name(Op o) { return o == Op::sum ? "sum" : o == Op::min ? "min" : "max"; }
+u32 identity_of(Op o) { return o == Op::min ? 0xFFFFFFFFu : 0u; }
+u32 combine(Op o, u32 a, u32 b) {
+  switch (o) {
+    case Op::sum: return a + b;
+    case Op::min: return std::min(a, b);
+    case Op::max: return std::max(a, b);
+  }
+  return a;
 }
 
-enum class Perm : std::uint8_t { none, read, full };
+// none: no access; read: in / weak_in; full: any mode; reduce: only a reduction with the parent's operator.
+enum class Perm : std::uint8_t { none, read, full, reduce };
 
 // How an access is written at the spawn: plain, or as several clauses that merge into it.
 // (`region` names the datum as a region starting at the variable: the same datum, since a datum is named by its
@@ -89,7 +112,9 @@ struct Acc {
   int var;
   AccessMode mode;
   Decl decl = Decl::plain;
+  Op op = Op::sum;  // reductions
 };
+constexpr int kMaxReductions = 2;  // reduction clauses of one spawn (WeftCtx::spawn instantiates 0..2)
 
 struct Step {
   enum Kind : std::uint8_t { spawn, taskwait, taskwait_on } kind;
@@ -116,6 +141,11 @@ struct Task {
     has = false;
     return AccessMode::in;
   }
+  Op op_of(int v) const {
+    for (const Acc& a : acc)
+      if (a.var == v) return a.op;
+    return Op::sum;
+  }
 };
 
 struct Program {
@@ -138,11 +168,18 @@ struct GenParams {
   double p_repeat_previous = 0.25;
   int pick_vars = 0;       // > 0: a child of the root accesses 1..pick_vars random variables (long programs)
   int nvars_min = 4, nvars_max = 6;
+  double p_reduction = 0;  // a child of the root (or of a writer) picks a reduction (reduce* kinds)
   double p_throw = 0;      // a task's body throws (exception programs)
   double p_catch = 0.5;    // a (non-weak) task catches the exceptions its waits rethrow
 };
 
 GenParams params_for(const std::string& kind) {
+  // reduce, reduce_exc, reduce_long: the programs of all, exc and long with reduction accesses among the others.
+  if (kind.rfind("reduce", 0) == 0) {
+    GenParams g = params_for(kind == "reduce_exc" ? "exc" : kind == "reduce_long" ? "long" : "all");
+    g.p_reduction = kind == "reduce_long" ? 0.3 : 0.22;
+    return g;
+  }
   GenParams g;
   if (kind == "strong") g.allow_weak = false;
   if (kind == "wide") {
@@ -223,12 +260,17 @@ class Gen {
       case AccessMode::inout:
       case AccessMode::weak_out:
       case AccessMode::weak_inout: return Perm::full;
+      case AccessMode::reduction:
+      case AccessMode::weak_reduction: return Perm::reduce;  // children join the parent's reduction
       default: return Perm::none;  // inoutset / commutative: children leave it alone
     }
   }
 
   AccessMode pick_mode(Perm perm, bool weak_ok) {
     if (perm == Perm::read) return weak_ok && chance(0.3) ? AccessMode::weak_in : AccessMode::in;
+    if (perm == Perm::reduce) return weak_ok && chance(0.35) ? AccessMode::weak_reduction : AccessMode::reduction;
+    if (gp_.p_reduction > 0 && chance(gp_.p_reduction))
+      return weak_ok && chance(0.4) ? AccessMode::weak_reduction : AccessMode::reduction;
     static const AccessMode strong[] = {AccessMode::in, AccessMode::in, AccessMode::in, AccessMode::out,
                                         AccessMode::out, AccessMode::inout, AccessMode::inout, AccessMode::inout,
                                         AccessMode::inoutset, AccessMode::inoutset, AccessMode::commutative,
@@ -249,25 +291,43 @@ class Gen {
     if (previous && chance(gp_.p_repeat_previous)) {
       c.acc = previous->acc;  // same accesses as the previous sibling: makes reader groups and sets
       for (Acc& a : c.acc)
-        if (is_weak(a.mode) && !weak_ok) a.mode = a.mode == AccessMode::weak_in ? AccessMode::in : AccessMode::inout;
+        if (is_weak(a.mode) && !weak_ok)
+          a.mode = a.mode == AccessMode::weak_in          ? AccessMode::in
+                   : a.mode == AccessMode::weak_reduction ? AccessMode::reduction
+                                                          : AccessMode::inout;
     } else if (gp_.pick_vars > 0 && parent == 0) {
       // Many variables: a few random ones, not a coin per variable.
       int k = 1 + static_cast<int>(below(gp_.pick_vars));
       for (int j = 0; j < k; ++j) {
         int v = static_cast<int>(below(p.nvars));
         bool dup = std::any_of(c.acc.begin(), c.acc.end(), [v](const Acc& a) { return a.var == v; });
-        if (!dup) c.acc.push_back({v, pick_mode(Perm::full, weak_ok)});
+        if (dup) continue;
+        c.acc.push_back({v, pick_mode(Perm::full, weak_ok)});
+        if (is_reduction(c.acc.back().mode)) c.acc.back().op = static_cast<Op>(below(3));
       }
     } else {
       for (int v = 0; v < p.nvars; ++v) {
         Perm perm = perm_for_children(p, parent, v);
         if (perm == Perm::none || !chance(0.45)) continue;
         c.acc.push_back({v, pick_mode(perm, weak_ok)});
+        // A reduction's operator: the parent's (to join its reduction), else any; consecutive siblings with
+        // the same one form a group, another one starts a new group.
+        if (is_reduction(c.acc.back().mode))
+          c.acc.back().op = perm == Perm::reduce ? p.tasks[parent].op_of(v) : static_cast<Op>(below(3));
       }
       std::shuffle(c.acc.begin(), c.acc.end(), rng_);
     }
+    // At most kMaxReductions reduction clauses: the parent's reductions (at most kMaxReductions) first, the
+    // extra ones of the others become writes.
+    int reductions = 0;
+    for (const Acc& a : c.acc) reductions += perm_for_children(p, parent, a.var) == Perm::reduce;
+    for (Acc& a : c.acc)
+      if (is_reduction(a.mode) && perm_for_children(p, parent, a.var) != Perm::reduce &&
+          ++reductions > kMaxReductions)
+        a.mode = a.mode == AccessMode::weak_reduction ? AccessMode::weak_inout : AccessMode::inout;
     for (Acc& a : c.acc) {
       a.decl = Decl::plain;
+      if (is_reduction(a.mode)) continue;  // a reduction is its task's only clause on its datum
       if (a.mode == AccessMode::inout && chance(0.12)) a.decl = static_cast<Decl>(1 + below(3));
       else if (chance(0.04)) a.decl = Decl::duplicate;
       else if (chance(0.05)) a.decl = Decl::region;
@@ -312,7 +372,9 @@ void describe_task(const Program& p, int i, std::ostringstream& os) {
   const Task& t = p.tasks[i];
   os << std::string(2 * t.depth, ' ') << "T" << i << (i == 0 ? " (root)" : "") << ":";
   for (const Acc& a : t.acc) {
-    os << " " << weft::to_string(a.mode) << "(v" << a.var << ")";
+    os << " " << weft::to_string(a.mode) << "(v" << a.var;
+    if (is_reduction(a.mode)) os << "," << op_name(a.op);
+    os << ")";
     if (a.decl != Decl::plain) os << "[decl" << static_cast<int>(a.decl) << "]";
   }
   if (t.priority) os << " prio=" << t.priority;
@@ -351,6 +413,10 @@ inline u64 mix(u64 h, u64 v) {
   return h;
 }
 inline u32 set_constant(int id, int v) { return static_cast<u32>(id) * 7919u + static_cast<u32>(v) * 104729u + 1u; }
+// What a reduction task contributes to v.
+inline u32 contribution(u64 seed, int id, int v, Op o) {
+  return o == Op::sum ? set_constant(id, v) : static_cast<u32>(mix(seed ^ 0x5EDull, static_cast<u64>(id) * 1000 + v));
+}
 
 // What a throwing body throws: the ids of the tasks that may have thrown it. A weft body throws its own id;
 // the reference interpreter rethrows at a wait the set of exceptions any of which the engine may pick (the
@@ -484,6 +550,7 @@ void task_body(Exec& e, int id, Ctx& ctx) {
         x += set_constant(id, a.var);
         e.inside[a.var].fetch_sub(1);
         break;
+      case AccessMode::reduction: ctx.reduce(a.var, a.op, contribution(e.p.seed, id, a.var, a.op)); break;
       default: break;  // in (already read), weak_*: the task itself does not touch the variable
     }
   }
@@ -542,13 +609,28 @@ void task_body(Exec& e, int id, Ctx& ctx) {
 //  * a weak predecessor of a task fails: the task's body may or may not have started when it is cancelled;
 //  * a taskwait_on returns while a failed child it does not wait for (directly or through its predecessors) is
 //    pending: that exception may or may not have arrived.
+// Reductions: members of a group (consecutive reductions with one operator, weak ones included) are a group
+// like inoutset's; their contributions accumulate in the group and reach the variable when the group is closed
+// (by a later access, a taskwait or taskwait_on of its owner, or the end of its owner's body), unless one of
+// its direct members failed or was cancelled (then none does). A task that reduces on v lends its group to its
+// children's reductions on v (they accumulate into it; their failures count only through their parent's).
 
 struct RefRec {
   std::vector<int> writer;  // the last writer, or the members of the last group (joined)
   std::vector<int> readers;
   std::vector<int> members;
   std::vector<int> group_pred;
-  AccessMode group = AccessMode::in;  // in: no group
+  AccessMode group = AccessMode::in;  // in: no group; reduction: a reduction group (weak members included)
+  Op op = Op::sum;
+  int group_id = -1;      // reduction: Model::groups
+  bool borrowed = false;  // reduction: the parent's group (combined in the grandparent's domain)
+};
+
+struct RefGroup {
+  int var;
+  Op op;
+  u32 acc;
+  bool failed = false;
 };
 
 struct Model {
@@ -561,6 +643,7 @@ struct Model {
   std::vector<std::vector<int>> own, leftover;
   std::vector<char> has_own, has_leftover;
   u64 created = 0, cancelled = 0, dropped = 0;
+  std::vector<RefGroup> groups;
   bool run_threw = false;
   std::vector<int> run_error;
   std::string ambiguous;  // empty: the outcome is determined
@@ -574,16 +657,54 @@ struct RefCtx {
   int self;
   std::vector<RefRec> recs;     // the domain, by variable (created at the first spawn)
   std::vector<int> unaccounted;  // failed children whose exceptions no wait has consumed yet
+  std::vector<std::pair<int, int>> links = {};  // this task's reductions: variable, group
 
-  static void close_group(RefRec& r) {
+  void reduce(int v, Op o, u32 value) {
+    for (auto [var, gid] : links)
+      if (var == v) {
+        RefGroup& g = m.groups[static_cast<std::size_t>(gid)];
+        g.acc = combine(o, g.acc, value);
+        return;
+      }
+    std::abort();  // the generator gives a reduction task its group
+  }
+  void combine_group(int gid) {
+    const RefGroup& g = m.groups[static_cast<std::size_t>(gid)];
+    if (!g.failed) e.vars[g.var].value = combine(g.op, e.vars[g.var].value, g.acc);
+  }
+  // Owned reduction groups still open: combined (at a taskwait, or the end of the body).
+  void settle() {
+    for (RefRec& r : recs)
+      if (r.group == AccessMode::reduction && !r.borrowed) close_group(r);
+  }
+
+  void close_group(RefRec& r) {
     if (r.group == AccessMode::in) return;
+    if (r.group == AccessMode::reduction) combine_group(r.group_id);
     r.writer = std::move(r.members);
     r.members.clear();
     r.group_pred.clear();
     r.group = AccessMode::in;
   }
-  static void access(RefRec& r, int t, AccessMode mode, std::vector<int>& ps) {
+  void access(RefRec& r, int t, const Acc& a, std::vector<int>& ps, std::vector<std::pair<int, int>>& child_links) {
+    const AccessMode mode = a.mode;
     switch (mode) {
+      case AccessMode::reduction:
+      case AccessMode::weak_reduction:
+        if (r.group != AccessMode::reduction || r.op != a.op) {
+          close_group(r);
+          r.group_pred = r.readers.empty() ? r.writer : r.readers;
+          r.readers.clear();
+          r.group = AccessMode::reduction;
+          r.op = a.op;
+          r.borrowed = false;
+          r.group_id = static_cast<int>(m.groups.size());
+          m.groups.push_back({a.var, a.op, identity_of(a.op)});
+        }
+        ps.insert(ps.end(), r.group_pred.begin(), r.group_pred.end());
+        r.members.push_back(t);
+        child_links.emplace_back(a.var, r.group_id);
+        return;
       case AccessMode::in:
       case AccessMode::weak_in:
         close_group(r);
@@ -605,6 +726,7 @@ struct RefCtx {
         return;
       case AccessMode::inoutset:
       case AccessMode::commutative:
+      default:
         if (r.group != mode) {
           close_group(r);
           r.group_pred = r.readers.empty() ? r.writer : r.readers;
@@ -617,34 +739,58 @@ struct RefCtx {
     }
   }
 
+  void init_recs() {
+    if (!recs.empty()) return;
+    recs.resize(e.p.nvars);
+    for (auto [v, gid] : links) {  // children's reductions on v join this task's group
+      RefRec& r = recs[v];
+      r.group = AccessMode::reduction;
+      r.op = m.groups[static_cast<std::size_t>(gid)].op;
+      r.group_id = gid;
+      r.borrowed = true;
+    }
+  }
+
   void spawn(int child) {
     const Task& c = e.p.tasks[child];
-    if (recs.empty()) recs.resize(e.p.nvars);
+    init_recs();
     ++m.created;
     bool strong_bad = false, weak_bad = false;
+    std::vector<std::pair<int, int>> child_links;
     for (const Acc& a : c.acc) {
       std::vector<int> ps;
-      access(recs[a.var], child, a.mode, ps);
+      access(recs[a.var], child, a, ps, child_links);
       for (int x : ps) (is_weak(a.mode) ? weak_bad : strong_bad) |= m.bad(x);
       m.preds[child].insert(m.preds[child].end(), ps.begin(), ps.end());
     }
     if (weak_bad && m.ambiguous.empty())
       m.ambiguous = "a weak predecessor of T" + std::to_string(child) + " fails";
+    // A direct member that fails or is cancelled: its group (owned here) is not combined.
+    auto mark_groups = [&] {
+      if (!m.bad(child)) return;
+      for (const Acc& a : c.acc)
+        if (is_reduction(a.mode) && !recs[a.var].borrowed)
+          for (auto [v, gid] : child_links)
+            if (v == a.var) m.groups[static_cast<std::size_t>(gid)].failed = true;
+    };
     if (strong_bad) {
       m.status[child] = Model::kCancelled;
       ++m.cancelled;
+      mark_groups();
       return;
     }
-    RefCtx sub{e, m, child, {}, {}};
+    RefCtx sub{e, m, child, {}, {}, child_links};
     try {
       task_body(e, child, sub);
     } catch (const TestError& x) {
       m.has_own[child] = true;
       m.own[child] = x.ids;
     }
+    sub.settle();  // the end of the child: its open reductions are combined
     if (sub.consume(m.leftover[child])) m.has_leftover[child] = true;
     m.status[child] = m.has_own[child] || m.has_leftover[child] ? Model::kFailed : Model::kOk;
     if (m.status[child] == Model::kFailed) unaccounted.push_back(child);
+    mark_groups();
   }
 
   // The pending exceptions are consumed (rethrown at a wait, or moved up at the end of the body): one is kept,
@@ -668,14 +814,18 @@ struct RefCtx {
     std::vector<int> ids;
     if (consume(ids)) throw TestError{ids};
   }
-  void taskwait() { rethrow(); }
+  void taskwait() {
+    settle();
+    rethrow();
+  }
   void taskwait_on(int v) {
     // What the engine waits for: the current group's members, else the last writer; and, transitively, their
-    // predecessors.
+    // predecessors. An open reduction group of its own is closed first (combined).
     std::vector<char> covered(e.p.tasks.size(), 0);
     std::vector<int> todo;
     if (!recs.empty()) {
-      const RefRec& r = recs[v];
+      RefRec& r = recs[v];
+      if (r.group == AccessMode::reduction && !r.borrowed) close_group(r);
       todo = r.group != AccessMode::in ? r.members : r.writer;
     }
     while (!todo.empty()) {
@@ -703,6 +853,7 @@ Model run_reference(Exec& ref) {
     m.run_threw = true;
     m.run_error = x.ids;
   }
+  root.settle();
   std::vector<int> left;
   if (root.consume(left) && !m.run_threw) {
     m.run_threw = true;
@@ -733,6 +884,36 @@ void spawn_dynamic(weft::Context& cx, F&& f, const weft::Access* a, std::size_t 
   }
 }
 
+// The same with R reduction clauses r[0 .. R) among the accesses.
+template <std::size_t R, std::size_t N = 0, class F>
+void spawn_dynamic_r(weft::Context& cx, F&& f, const weft::Access* a, std::size_t n, const weft::ReductionAccess* r,
+                     int prio, bool labelled) {
+  if constexpr (N > kMaxAcc) {
+    std::abort();
+  } else {
+    if (n == N) {
+      [&]<std::size_t... I, std::size_t... J>(std::index_sequence<I...>, std::index_sequence<J...>) {
+        if (labelled)
+          cx.spawn(std::forward<F>(f), r[J]..., a[I]..., weft::priority(prio), weft::label("diff"));
+        else
+          cx.spawn(std::forward<F>(f), a[I]..., weft::priority(prio), r[J]...);
+      }(std::make_index_sequence<N>{}, std::make_index_sequence<R>{});
+    } else {
+      spawn_dynamic_r<R, N + 1>(cx, std::forward<F>(f), a, n, r, prio, labelled);
+    }
+  }
+}
+
+weft::ReductionAccess make_reduction(AccessMode m, Op o, u32& x) {
+  const bool weak = m == AccessMode::weak_reduction;
+  switch (o) {
+    case Op::sum: return weak ? weft::weak_reduction(x, weft::sum) : weft::reduction(x, weft::sum);
+    case Op::min: return weak ? weft::weak_reduction(x, weft::minimum) : weft::reduction(x, weft::minimum);
+    case Op::max: return weak ? weft::weak_reduction(x, weft::maximum) : weft::reduction(x, weft::maximum);
+  }
+  std::abort();
+}
+
 weft::Access make_region_access(AccessMode m, const u32* x, std::size_t n) {
   switch (m) {
     case AccessMode::in: return weft::in(x, n);
@@ -743,6 +924,7 @@ weft::Access make_region_access(AccessMode m, const u32* x, std::size_t n) {
     case AccessMode::weak_in: return weft::weak_in(x, n);
     case AccessMode::weak_out: return weft::weak_out(x, n);
     case AccessMode::weak_inout: return weft::weak_inout(x, n);
+    default: break;  // reductions: never a region
   }
   std::abort();
 }
@@ -757,6 +939,7 @@ weft::Access make_access(AccessMode m, const u32& x) {
     case AccessMode::weak_in: return weft::weak_in(x);
     case AccessMode::weak_out: return weft::weak_out(x);
     case AccessMode::weak_inout: return weft::weak_inout(x);
+    default: break;  // reductions: make_reduction
   }
   std::abort();
 }
@@ -768,9 +951,14 @@ struct WeftCtx {
   void spawn(int child) {
     const Task& t = e.p.tasks[child];
     weft::Access acc[kMaxAcc];
-    std::size_t n = 0;
+    weft::ReductionAccess red[kMaxReductions];
+    std::size_t n = 0, nr = 0;
     for (const Acc& a : t.acc) {
       const u32& x = e.vars[a.var].value;
+      if (is_reduction(a.mode)) {
+        red[nr++] = make_reduction(a.mode, a.op, e.vars[a.var].value);
+        continue;
+      }
       switch (a.decl) {
         case Decl::plain: acc[n++] = make_access(a.mode, x); break;
         case Decl::in_out: acc[n++] = weft::in(x); acc[n++] = weft::out(x); break;
@@ -781,11 +969,21 @@ struct WeftCtx {
       }
     }
     Exec* ep = &e;
-    spawn_dynamic(cx, [ep, child](weft::Context& c) {
+    auto body = [ep, child](weft::Context& c) {
       if (ep->events) ep->events->body_start(ep->p.seed, child, c);
       WeftCtx sub{*ep, c};
       task_body(*ep, child, sub);
-    }, acc, n, t.priority, t.labelled);
+    };
+    if (nr == 0)
+      spawn_dynamic(cx, body, acc, n, t.priority, t.labelled);
+    else if (nr == 1)
+      spawn_dynamic_r<1>(cx, body, acc, n, red, t.priority, t.labelled);
+    else
+      spawn_dynamic_r<2>(cx, body, acc, n, red, t.priority, t.labelled);
+  }
+  void reduce(int v, Op o, u32 value) {
+    u32& mine = cx.local(e.vars[v].value);  // this worker's copy of the reduction
+    mine = combine(o, mine, value);
   }
   void taskwait() { cx.taskwait(); }
   void taskwait_on(int v) { cx.taskwait_on(e.vars[v].value); }
@@ -803,7 +1001,7 @@ struct Progress {
 Progress g_progress;
 
 const char* kind_literal(const std::string& kind) {
-  for (const char* k : {"strong", "wide", "exc", "exc_wide", "long", "long_exc"})
+  for (const char* k : {"strong", "wide", "exc", "exc_wide", "long", "long_exc", "reduce", "reduce_exc", "reduce_long"})
     if (kind == k) return k;
   return "all";
 }
@@ -1081,7 +1279,8 @@ void run_many(const std::string& kind, u64 seed_base, std::size_t count) {
   Runner runner;
   GenParams gp = params_for(kind);
   g_progress.kind = kind_literal(kind);
-  std::size_t total_tasks = 0, weak_tasks = 0, waits = 0, throwers = 0, cancelled = 0, failed_runs = 0;
+  std::size_t total_tasks = 0, weak_tasks = 0, waits = 0, throwers = 0, cancelled = 0, failed_runs = 0,
+              reducers = 0, nested_reducers = 0;
   for (std::size_t i = 0; i < count; ++i) {
     u64 seed = seed_base + i;
     g_progress.seed = seed;
@@ -1090,6 +1289,13 @@ void run_many(const std::string& kind, u64 seed_base, std::size_t count) {
     for (const Task& t : p.tasks) {
       weak_tasks += t.weak;
       throwers += t.throw_at >= 0;
+      const bool reduces = std::any_of(t.acc.begin(), t.acc.end(), [](const Acc& a) { return is_reduction(a.mode); });
+      reducers += reduces;
+      nested_reducers += reduces && t.parent > 0 &&
+                         std::any_of(t.acc.begin(), t.acc.end(), [&](const Acc& a) {
+                           bool has;
+                           return is_reduction(a.mode) && is_reduction(p.tasks[t.parent].mode_of(a.var, has));
+                         });
       for (const Step& s : t.steps) waits += s.kind != Step::spawn;
     }
     if (gp.p_throw > 0) {
@@ -1101,10 +1307,16 @@ void run_many(const std::string& kind, u64 seed_base, std::size_t count) {
     std::string failure = runner.check(p, false);
     ASSERT_TRUE(failure.empty()) << "program " << i << " (seed " << seed << ") failed " << failure;
   }
-  std::printf("[differential %s] %zu programs, %zu tasks (%zu weak, %zu throw, %zu cancelled), %zu "
-              "taskwait/taskwait_on, %zu runs threw, %zu configs each\n",
-              kind.c_str(), count, total_tasks, weak_tasks, throwers, cancelled, waits, failed_runs,
-              std::size(kConfigs));
+  std::printf("[differential %s] %zu programs, %zu tasks (%zu weak, %zu throw, %zu cancelled, %zu reduce, %zu of "
+              "them in a reducing parent), %zu taskwait/taskwait_on, %zu runs threw, %zu configs each\n",
+              kind.c_str(), count, total_tasks, weak_tasks, throwers, cancelled, reducers, nested_reducers, waits,
+              failed_runs, std::size(kConfigs));
+  if (gp.p_reduction > 0 && count >= 3) {
+    EXPECT_GT(reducers, total_tasks / 20);
+    if (count >= 100) {
+      EXPECT_GT(nested_reducers, count / 20);
+    }
+  }
   // The generator must actually exercise what it claims to.
   if (count >= 100) {
     EXPECT_GT(total_tasks, count * 5);
@@ -1134,8 +1346,13 @@ std::size_t long_program_count() {
 }
 TEST(Differential, LongPrograms) { run_many("long", 6000000, long_program_count()); }
 TEST(Differential, LongProgramsExceptions) { run_many("long_exc", 7000000, long_program_count()); }
+// Reduction accesses (sum, min, max; strong and weak, nested) among the other modes.
+TEST(Differential, Reductions) { run_many("reduce", 8000000, program_count(3000)); }
+TEST(Differential, ReductionsExceptions) { run_many("reduce_exc", 9000000, program_count(2000)); }
+TEST(Differential, ReductionsLong) { run_many("reduce_long", 10000000, long_program_count()); }
 
-// Reruns one program verbosely: WEFT_DIFF_SEED=<seed> [WEFT_DIFF_KIND=strong|all|wide|exc|exc_wide|long|long_exc].
+// Reruns one program verbosely: WEFT_DIFF_SEED=<seed>
+// [WEFT_DIFF_KIND=strong|all|wide|exc|exc_wide|long|long_exc|reduce|reduce_exc|reduce_long].
 TEST(Differential, Single) {
   const char* s = std::getenv("WEFT_DIFF_SEED");
   if (!s) GTEST_SKIP() << "set WEFT_DIFF_SEED (and WEFT_DIFF_KIND) to rerun one program";
@@ -1161,9 +1378,10 @@ TEST(Differential, Single) {
 
 // The generator is deterministic (reproducible seeds) and self-consistent.
 TEST(DifferentialGenerator, DeterministicAndWellFormed) {
-  for (u64 seed = 1; seed <= 200; ++seed) {
-    Program a = Gen(seed, params_for("all")).make(seed, "all");
-    Program b = Gen(seed, params_for("all")).make(seed, "all");
+  for (u64 seed = 1; seed <= 400; ++seed) {
+    const char* kind = seed % 2 ? "all" : "reduce";
+    Program a = Gen(seed, params_for(kind)).make(seed, kind);
+    Program b = Gen(seed, params_for(kind)).make(seed, kind);
     ASSERT_EQ(describe(a), describe(b));
     for (std::size_t i = 1; i < a.tasks.size(); ++i) {
       const Task& t = a.tasks[i];
@@ -1178,6 +1396,10 @@ TEST(DifferentialGenerator, DeterministicAndWellFormed) {
         ASSERT_NE(pm, AccessMode::commutative);
         if (pm == AccessMode::in || pm == AccessMode::weak_in) {
           ASSERT_TRUE(acc.mode == AccessMode::in || acc.mode == AccessMode::weak_in) << describe(a);
+        }
+        if (is_reduction(pm)) {
+          ASSERT_TRUE(is_reduction(acc.mode)) << describe(a);
+          ASSERT_EQ(acc.op, par.op_of(acc.var)) << describe(a);
         }
       }
       if (t.weak) {

@@ -8,6 +8,10 @@
 // count, taskiter_while with a random trip count (cond counts its own calls), and update mode with parameters
 // that change every iteration; each pipelined or with replay_barrier. Some update programs change their graph
 // at a random iteration: the loop must stop with weft::taskiter_error after the iterations before it.
+// Programs without update turn some writes into reductions (weft::reduction with sum; at most one per task),
+// from a second random stream so that the rest of the program is as without them: a member adds a value of its
+// own to its private copy (through a nested child on odd iterations, which joins the member's reduction) and
+// logs nothing; whoever reads the datum later must see every contribution.
 // Checked against the sequential loop: per datum, the log with the readers between two writes taken as a set
 // (they may run in any order) — i.e. every pair of conflicting accesses in sequential order — the final values,
 // the trip count and the number of cond() calls.
@@ -75,7 +79,7 @@ struct Program {
       o << "\n  pattern " << c << ":";
       for (const TaskSpec& t : patterns[c]) {
         o << " [";
-        for (auto& [d, m] : t.acc) o << (m == AccessMode::in ? "in" : m == AccessMode::out ? "out" : "inout") << d << " ";
+        for (auto& [d, m] : t.acc) o << weft::to_string(m) << d << " ";
         o << (t.nested ? "nested]" : "]");
       }
     }
@@ -114,6 +118,16 @@ Program generate(u64 seed) {
   // A change after the recorded period (iterations k..n-1) is found when that period is refreshed.
   if (p.update && p.kind == LoopKind::fixed && p.n > static_cast<u64>(k) && pick(0, 2) == 0)
     p.change_at = static_cast<u64>(pick(k, static_cast<int>(p.n) - 1));
+  if (!p.update) {  // reductions (update refuses them), from their own stream
+    std::mt19937_64 rr(seed ^ 0x4ED0C710ull);
+    for (auto& pat : p.patterns)
+      for (TaskSpec& ts : pat)
+        for (auto& [d, m] : ts.acc)
+          if (m != AccessMode::in && rr() % 3 == 0) {
+            m = AccessMode::reduction;
+            break;
+          }
+  }
   return p;
 }
 
@@ -140,24 +154,38 @@ u64 param_of(const Program& p, u64 iter, unsigned copy, int t) {
   return p.update ? mix(iter + 1, static_cast<u64>(t)) : mix(copy + 1000, static_cast<u64>(t));
 }
 
-// One task's work: read, then write; `write_nested` routes the writes through a child task.
+bool writes_mode(AccessMode m) { return m == AccessMode::out || m == AccessMode::inout; }
+
+// One task's work: read, then write; `write_nested` routes the writes through a child task. A reduction adds a
+// value of the task's own to its datum (to its private copy on weft).
 void work(State& s, const TaskSpec& ts, u64 iter, int tid, u64 param, weft::Context* cx) {
   u64 acc = mix(param, static_cast<u64>(tid));
   for (auto& [d, m] : ts.acc)
-    if (m != AccessMode::out) {
+    if (m == AccessMode::in || m == AccessMode::inout) {
       acc = mix(acc, s.value[d]);
       if (m == AccessMode::in) s.append(d, {iter, tid, false, s.value[d]});
     }
+  for (auto& [d, m] : ts.acc)
+    if (m == AccessMode::reduction) {
+      const u64 c = mix(acc, 77u + static_cast<u64>(d)) & 0xFFFFFF;
+      u64* x = &s.value[d];
+      if (!cx)
+        *x += c;
+      else if (ts.nested && iter % 2 == 1)
+        cx->spawn([x, c](weft::Context& u) { u.local(*x) += c; }, weft::reduction(*x, weft::sum));
+      else
+        cx->local(*x) += c;
+    }
   auto writes = [&s, &ts, iter, tid, acc] {
     for (auto& [d, m] : ts.acc)
-      if (m != AccessMode::in) {
+      if (writes_mode(m)) {
         s.value[d] = mix(acc, static_cast<u64>(d));
         s.append(d, {iter, tid, true, s.value[d]});
       }
   };
   if (cx && ts.nested && iter % 2 == 1) {
     for (auto& [d, m] : ts.acc)
-      if (m != AccessMode::in) {
+      if (writes_mode(m)) {
         cx->spawn(writes, weft::inout(s.value[d]));
         return;  // the child writes every datum; it declares one (the parent's accesses order the rest)
       }
@@ -202,19 +230,31 @@ Outcome run_weft(weft::Runtime& rt, const Program& p, State& s) {
       const u64 param = param_of(p, i, c, static_cast<int>(t));
       Access acc[kMaxData + 1];
       std::size_t n = 0;
-      for (auto& [d, m] : ts->acc) acc[n++] = {&s.value[d], sizeof(u64), m};
+      int reduced = -1;
+      for (auto& [d, m] : ts->acc) {
+        if (m == AccessMode::reduction)
+          reduced = d;
+        else
+          acc[n++] = {&s.value[d], sizeof(u64), m};
+      }
       auto task = [&s, ts, tid, param](weft::Context& tc) {
         work(s, *ts, weft::taskiter_iteration(tc), tid, param, &tc);
       };
-      switch (n) {  // the accesses as clauses
-        case 0: it.spawn(task); break;
-        case 1: it.spawn(task, acc[0]); break;
-        case 2: it.spawn(task, acc[0], acc[1]); break;
-        case 3: it.spawn(task, acc[0], acc[1], acc[2]); break;
-        case 4: it.spawn(task, acc[0], acc[1], acc[2], acc[3]); break;
-        case 5: it.spawn(task, acc[0], acc[1], acc[2], acc[3], acc[4]); break;
-        default: it.spawn(task, acc[0], acc[1], acc[2], acc[3], acc[4], acc[5]); break;
-      }
+      auto spawn = [&](auto&&... extra) {
+        switch (n) {  // the accesses as clauses
+          case 0: it.spawn(task, extra...); break;
+          case 1: it.spawn(task, acc[0], extra...); break;
+          case 2: it.spawn(task, acc[0], acc[1], extra...); break;
+          case 3: it.spawn(task, acc[0], acc[1], acc[2], extra...); break;
+          case 4: it.spawn(task, acc[0], acc[1], acc[2], acc[3], extra...); break;
+          case 5: it.spawn(task, acc[0], acc[1], acc[2], acc[3], acc[4], extra...); break;
+          default: it.spawn(task, acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], extra...); break;
+        }
+      };
+      if (reduced >= 0)
+        spawn(weft::reduction(s.value[reduced], weft::sum));
+      else
+        spawn();
     }
     if (p.change_at && i == p.change_at) it.spawn([] {});  // one task more than recorded
   };
@@ -271,11 +311,14 @@ TEST_P(TaskiterDifferential, RandomLoopsMatchSequential) {
     return;
   }
   const std::size_t programs = weft_test::scaled(1500, 50);
-  int changed = 0, whiles = 0;
+  int changed = 0, whiles = 0, reducing = 0;
   for (std::size_t i = 0; i < programs; ++i) {
     const u64 seed = 1000003ull * i + workers;
     const Program p = generate(seed);
     changed += p.change_at != 0;
+    for (const auto& pat : p.patterns)
+      for (const TaskSpec& ts : pat)
+        reducing += std::any_of(ts.acc.begin(), ts.acc.end(), [](auto& a) { return a.second == AccessMode::reduction; });
     whiles += p.kind == LoopKind::while_loop;
     char where[64];
     std::snprintf(where, sizeof where, "program %zu", i);
@@ -284,6 +327,7 @@ TEST_P(TaskiterDifferential, RandomLoopsMatchSequential) {
   }
   EXPECT_GT(changed, 0);
   EXPECT_GT(whiles, 0);
+  EXPECT_GT(reducing, static_cast<int>(programs / 4));
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, TaskiterDifferential,

@@ -19,6 +19,7 @@ class Engine;
 struct CommLock;
 struct WeakLink;
 struct IterNode;
+struct ReductionLinks;
 struct ContextAccess;
 
 /// One dependency edge, stored in the *successor* (so a predecessor's list never outlives the nodes in it).
@@ -107,7 +108,11 @@ struct alignas(64) Task {
   EdgeNode edges[kInlineEdges];
   alignas(16) unsigned char body[kInlineBody];
   std::uint64_t trace_tag;                ///< tracing only: iteration, key, ... (see src/trace/hooks.hpp)
-  IterNode* iter;                         ///< (0) taskiter: the vertex of a replayed or control task
+  union {
+    IterNode* iter;                       ///< (0) taskiter: the vertex of a replayed or control task
+    ReductionLinks* reductions;           ///< (0) deps, a task of kind kReductionTask only: its reductions
+                                          ///< (recorded tasks refuse reductions: the two never meet)
+  };
 };
 
 inline constexpr std::int64_t kAliveGuard = std::int64_t{1} << 30;
