@@ -163,7 +163,11 @@ struct Stats {
   /// The overlap ratio: the share of the communication time during which the workers ran tasks rather than
   /// waiting for the messages, 1 - idle_seconds / worker_seconds (a worker spinning in a task that waits
   /// counts as running). Negative when unknown (no communication, or a communication thread).
-  double overlap() const { return worker_seconds > 0 ? 1.0 - idle_seconds / worker_seconds : -1.0; }
+  double overlap() const {
+    if (worker_seconds <= 0) return -1.0;
+    const double r = 1.0 - idle_seconds / worker_seconds;
+    return r < 0 ? 0.0 : r;  // the two are sampled at polls: idle may exceed by a poll's stretch
+  }
 };
 Stats stats() noexcept;
 

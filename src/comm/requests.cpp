@@ -56,6 +56,7 @@ void bump(std::atomic<std::uint64_t>& total, std::atomic<std::uint64_t>& mine, s
 // The idle streak of this thread's last idle poll (see RequestPoller::account_idle).
 struct IdleStamp {
   const void* poller = nullptr;
+  std::uint64_t interval = 0;  // the poller's communication interval (see RequestPoller::interval_)
   unsigned round = 0;
   Clock::time_point at{};
 };
@@ -159,9 +160,11 @@ class RequestPoller final : public wd::Engine::Service {
   void account_idle(Clock::time_point now) {
     const wd::Worker* w = wd::tls_worker;
     if (!w || !w->idle_polling) return;
-    if (tls_idle.poller == this && w->idle_rounds >= 1 && w->idle_rounds == tls_idle.round + 1)
+    const std::uint64_t interval = interval_.load(std::memory_order_relaxed);
+    if (tls_idle.poller == this && tls_idle.interval == interval && (interval & 1) && w->idle_rounds >= 1 &&
+        w->idle_rounds == tls_idle.round + 1)
       bump(g_idle_ns, idle_ns_, ns_between(tls_idle.at, now));
-    tls_idle = {this, w->idle_rounds, now};
+    tls_idle = {this, interval, w->idle_rounds, now};
   }
 
   std::size_t poll() noexcept {
@@ -239,7 +242,11 @@ class RequestPoller final : public wd::Engine::Service {
       bump(g_worker_ns, worker_ns_, dt * workers_);
     }
     last_poll_ = now;
-    last_outstanding_ = !requests_.empty();
+    const bool outstanding = !requests_.empty();
+    // Communication intervals: odd while one runs (from this poll on, as the time above). Idle time is counted
+    // only within one running interval, like the time itself.
+    if (last_outstanding_ != outstanding) interval_.fetch_add(1, std::memory_order_relaxed);
+    last_outstanding_ = outstanding;
     if (serialized_) comm::MpiEnv::get().token().release();
     polling_.unlock();
     if (ndone == 0) return 0;
@@ -265,6 +272,9 @@ class RequestPoller final : public wd::Engine::Service {
   std::uint64_t counters_id_ = 0;
   std::atomic<std::uint64_t> bound_{0}, completed_{0}, mpi_ns_{0}, outstanding_ns_{0}, worker_ns_{0}, idle_ns_{0};
   Clock::time_point last_poll_{};  // under polling_
+  // Communication intervals started and ended so far: odd while one runs (relaxed: a worker reading an old
+  // value counts a stretch of idle time of one poll less or more).
+  std::atomic<std::uint64_t> interval_{0};
   bool last_outstanding_ = false;
   wd::ProgressSource source_{};
   alignas(64) std::atomic<std::size_t> outstanding_{0};

@@ -142,7 +142,8 @@ TEST_P(Requests, ManyRequestsInAnyOrder) {
   // never poll, so neither is measured.
   EXPECT_GT(after.mpi_seconds, before.mpi_seconds);
   EXPECT_GE(after.outstanding_seconds, before.outstanding_seconds);
-  EXPECT_LE(after.idle_seconds, after.worker_seconds + 1e-9);
+  // (Up to one poll's stretch of either may fall on the other side of an interval's edge.)
+  EXPECT_LE(after.idle_seconds, after.worker_seconds * 1.01 + 1e-4);
   if (weft::Options::from_environment().comm_thread == weft::CommThread::on) {
     EXPECT_EQ(after.worker_seconds, 0.0);
     EXPECT_LT(after.overlap(), 0.0);
