@@ -148,16 +148,21 @@ struct Halo {
 
 // --- variants ----------------------------------------------------------------------------------------------
 
+// The halo exchange of iteration parity p outside tasks: post everything, wait for everything.
+void exchange_blocking(Halo& h, int p) {
+  MPI_Request q[4];
+  MPI_Irecv(h.ghost_top(p), h.cols, MPI_DOUBLE, h.up, Halo::tag(0, p), h.comm, &q[0]);
+  MPI_Irecv(h.ghost_bottom(p), h.cols, MPI_DOUBLE, h.down, Halo::tag(1, p), h.comm, &q[1]);
+  MPI_Isend(h.row(p, 1), h.cols, MPI_DOUBLE, h.up, Halo::tag(1, p), h.comm, &q[2]);
+  MPI_Isend(h.row(p, h.rows), h.cols, MPI_DOUBLE, h.down, Halo::tag(0, p), h.comm, &q[3]);
+  MPI_Waitall(4, q, MPI_STATUSES_IGNORE);
+}
+
 void run_mpi_for(Halo& h, int workers) {
   omp_set_num_threads(workers);
   for (int i = 0; i < h.iters; ++i) {
     const int p = i & 1;
-    MPI_Request q[4];
-    MPI_Irecv(h.ghost_top(p), h.cols, MPI_DOUBLE, h.up, Halo::tag(0, p), h.comm, &q[0]);
-    MPI_Irecv(h.ghost_bottom(p), h.cols, MPI_DOUBLE, h.down, Halo::tag(1, p), h.comm, &q[1]);
-    MPI_Isend(h.row(p, 1), h.cols, MPI_DOUBLE, h.up, Halo::tag(1, p), h.comm, &q[2]);
-    MPI_Isend(h.row(p, h.rows), h.cols, MPI_DOUBLE, h.down, Halo::tag(0, p), h.comm, &q[3]);
-    MPI_Waitall(4, q, MPI_STATUSES_IGNORE);
+    exchange_blocking(h, p);
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < h.nblocks; ++b) h.update(p, b);
     h.gather(p);
@@ -170,12 +175,7 @@ void run_weft_bracketed(Halo& h, weft::Runtime& rt) {
   rt.run([&](weft::Context& cx) {
     for (int i = 0; i < h.iters; ++i) {
       const int p = i & 1;
-      MPI_Request q[4];
-      MPI_Irecv(h.ghost_top(p), h.cols, MPI_DOUBLE, h.up, Halo::tag(0, p), h.comm, &q[0]);
-      MPI_Irecv(h.ghost_bottom(p), h.cols, MPI_DOUBLE, h.down, Halo::tag(1, p), h.comm, &q[1]);
-      MPI_Isend(h.row(p, 1), h.cols, MPI_DOUBLE, h.up, Halo::tag(1, p), h.comm, &q[2]);
-      MPI_Isend(h.row(p, h.rows), h.cols, MPI_DOUBLE, h.down, Halo::tag(0, p), h.comm, &q[3]);
-      MPI_Waitall(4, q, MPI_STATUSES_IGNORE);
+      exchange_blocking(h, p);
       for (int b = 0; b < h.nblocks; ++b) cx.spawn([&h, p, b] { h.update(p, b); });
       cx.taskwait();
       h.gather(p);

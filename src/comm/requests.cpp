@@ -322,71 +322,47 @@ void bind(Context& cx, std::span<const MPI_Request> requests, std::span<MPI_Stat
     bind(cx, requests[i], statuses.empty() ? MPI_STATUS_IGNORE : &statuses[i]);
 }
 
-void isend(Context& cx, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  RequestPoller& p = poller(cx);
-  Event ev = cx.event();  // first: a refused event (taskiter) leaves no request behind
-  MPI_Request r;
-  const Clock::time_point begin = Clock::now();
-  {
-    SerialScope s(comm::MpiEnv::get());
-    check(MPI_Isend(buf, count, type, dest, tag, comm, &r), "MPI_Isend");
-  }
-  p.count_mpi(begin);
-  p.add(r, MPI_STATUS_IGNORE, std::move(ev));
-}
-
-void irecv(Context& cx, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-           MPI_Status* status) {
+namespace {
+// Posts one operation (`start` makes the MPI call that fills in the request) and binds it to the calling task.
+// The event is taken first: where none can be taken (a taskiter body), nothing is posted.
+template <class Start>
+void post(Context& cx, const char* call, MPI_Status* status, Start&& start) {
   RequestPoller& p = poller(cx);
   Event ev = cx.event();
   MPI_Request r;
   const Clock::time_point begin = Clock::now();
   {
     SerialScope s(comm::MpiEnv::get());
-    check(MPI_Irecv(buf, count, type, source, tag, comm, &r), "MPI_Irecv");
+    check(start(&r), call);
   }
   p.count_mpi(begin);
   p.add(r, status, std::move(ev));
 }
+}  // namespace
+
+void isend(Context& cx, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  post(cx, "MPI_Isend", MPI_STATUS_IGNORE,
+       [&](MPI_Request* r) { return MPI_Isend(buf, count, type, dest, tag, comm, r); });
+}
+
+void irecv(Context& cx, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+           MPI_Status* status) {
+  post(cx, "MPI_Irecv", status, [&](MPI_Request* r) { return MPI_Irecv(buf, count, type, source, tag, comm, r); });
+}
 
 void iallreduce(Context& cx, const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                 MPI_Comm comm) {
-  RequestPoller& p = poller(cx);
-  Event ev = cx.event();
-  MPI_Request r;
-  const Clock::time_point begin = Clock::now();
-  {
-    SerialScope s(comm::MpiEnv::get());
-    check(MPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, &r), "MPI_Iallreduce");
-  }
-  p.count_mpi(begin);
-  p.add(r, MPI_STATUS_IGNORE, std::move(ev));
+  post(cx, "MPI_Iallreduce", MPI_STATUS_IGNORE,
+       [&](MPI_Request* r) { return MPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, r); });
 }
 
 void ibcast(Context& cx, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  RequestPoller& p = poller(cx);
-  Event ev = cx.event();
-  MPI_Request r;
-  const Clock::time_point begin = Clock::now();
-  {
-    SerialScope s(comm::MpiEnv::get());
-    check(MPI_Ibcast(buf, count, type, root, comm, &r), "MPI_Ibcast");
-  }
-  p.count_mpi(begin);
-  p.add(r, MPI_STATUS_IGNORE, std::move(ev));
+  post(cx, "MPI_Ibcast", MPI_STATUS_IGNORE,
+       [&](MPI_Request* r) { return MPI_Ibcast(buf, count, type, root, comm, r); });
 }
 
 void ibarrier(Context& cx, MPI_Comm comm) {
-  RequestPoller& p = poller(cx);
-  Event ev = cx.event();
-  MPI_Request r;
-  const Clock::time_point begin = Clock::now();
-  {
-    SerialScope s(comm::MpiEnv::get());
-    check(MPI_Ibarrier(comm, &r), "MPI_Ibarrier");
-  }
-  p.count_mpi(begin);
-  p.add(r, MPI_STATUS_IGNORE, std::move(ev));
+  post(cx, "MPI_Ibarrier", MPI_STATUS_IGNORE, [&](MPI_Request* r) { return MPI_Ibarrier(comm, r); });
 }
 
 Stats stats() noexcept {
