@@ -30,7 +30,10 @@
 //   workers never sleep (MPI makes no progress by itself: a message moves only inside an MPI call).
 // * A request that completes with an error (MPI_ERRORS_RETURN on its communicator) fails the task with
 //   weft::mpi::error (its dependents are cancelled, the exception reaches the parent's taskwait or
-//   Runtime::run). A wrapper whose MPI call returns an error throws weft::mpi::error from the body.
+//   Runtime::run). A wrapper whose MPI call returns an error throws weft::mpi::error from the body. (weft
+//   tests requests with MPI_Testsome, for which MPICH raises such an error on MPI_COMM_WORLD's handler, Open
+//   MPI on the request's communicator's: under MPICH, MPI_COMM_WORLD needs MPI_ERRORS_RETURN too, or the
+//   default handler ends the job.)
 // * Thread levels: MPI must run at MPI_THREAD_MULTIPLE or MPI_THREAD_SERIALIZED (weft initialises it at
 //   MPI_THREAD_MULTIPLE if the program has not). A lower level is refused by the first call with
 //   weft::mpi::error naming the level. Under MPI_THREAD_SERIALIZED weft makes its own MPI calls under one
