@@ -314,23 +314,26 @@ TEST_P(Requests, FailedRequestFailsTheTask) {
   int small = 0;
   const int big[4] = {1, 2, 3, 4};
   // Both orders: the receive posted first (it fails when the message arrives), or the message already there
-  // when the receive is posted (it may fail at once).
+  // when the receive is posted (it may fail at once). The orders are made by the graph, never left to timing.
+  // On one rank only the second: Open MPI 4.1 truncates a message a rank sends to itself without an error when
+  // the receive was posted first.
   for (const bool send_first : {false, true}) {
+    if (n == 1 && !send_first) continue;
     bool dependent_ran = false;
     char order = 0;  // orders the send before the receive when it is spawned first
+    auto send = [&](weft::Context& cx) { weft::mpi::isend(cx, big, 4, MPI_INT, right, 5, comm.c); };
     MPI_Barrier(comm.c);
     try {
       rt.run([&](weft::Context& cx) {
-        auto send = [&](weft::Context& cx) { weft::mpi::isend(cx, big, 4, MPI_INT, right, 5, comm.c); };
         if (send_first) cx.spawn(send, weft::out(order));
         cx.spawn(
             [&](weft::Context& cx) {
               if (send_first) busy(std::chrono::microseconds(300));  // let the message arrive
               weft::mpi::irecv(cx, &small, 1, MPI_INT, left, 5, comm.c);
+              if (!send_first) cx.spawn(send);  // a child: posted after the receive
             },
             weft::out(small), weft::in(order));  // after the send when it came first
         cx.spawn([&] { dependent_ran = true; }, weft::in(small));
-        if (!send_first) cx.spawn(send);
       });
       ADD_FAILURE() << "no exception (send first: " << send_first << ")";
     } catch (const weft::mpi::error& e) {
