@@ -127,13 +127,14 @@ std::pair<int, MPI_Datatype> elements(std::size_t n) {
 }  // namespace detail
 
 /// Typed forms: the elements of a span (arithmetic types as themselves, other trivially copyable ones as bytes).
-template <class T>
-void isend(Context& cx, std::span<const T> data, int dest, int tag, MPI_Comm comm) {
-  const auto [n, type] = detail::elements<T>(data.size());
+/// A send takes a span of const or mutable elements (std::span(vector) works as it is).
+template <class T, std::size_t Extent>
+void isend(Context& cx, std::span<T, Extent> data, int dest, int tag, MPI_Comm comm) {
+  const auto [n, type] = detail::elements<std::remove_const_t<T>>(data.size());
   isend(cx, data.data(), n, type, dest, tag, comm);
 }
-template <class T>
-void irecv(Context& cx, std::span<T> data, int source, int tag, MPI_Comm comm,
+template <class T, std::size_t Extent>
+void irecv(Context& cx, std::span<T, Extent> data, int source, int tag, MPI_Comm comm,
            MPI_Status* status = MPI_STATUS_IGNORE) {
   static_assert(!std::is_const_v<T>, "weft::mpi::irecv: the span must be writable");
   const auto [n, type] = detail::elements<T>(data.size());
@@ -152,7 +153,9 @@ template <class F>
 decltype(auto) serialized(F&& f);
 
 /// Counters of this process (all runtimes), since it started. Also in the profile (WEFT_PROFILE), section
-/// "mpi_requests", per run.
+/// "mpi_requests", per run. The trace (WEFT_TRACE) shows each request as an async span, category "mpi", from
+/// its post to its completion, with args "task" (the id of its task's span), "peer" and "bytes" (not recorded
+/// with a communication thread).
 struct Stats {
   std::uint64_t requests_bound = 0;      ///< requests handed to weft (bind and the wrappers)
   std::uint64_t requests_completed = 0;  ///< of which completed

@@ -28,6 +28,7 @@
 #include "comm/sync.hpp"
 #include "engine/engine.hpp"
 #include "trace/counters.hpp"
+#include "trace/hooks.hpp"
 
 namespace weft::mpi {
 namespace {
@@ -89,9 +90,19 @@ class SerialScope {
   std::optional<comm::TokenScope> scope_;
 };
 
+// What the trace shows of a request (trace/hooks.hpp, record_operation): stamped only while tracing.
+struct Traced {
+  const char* op = "MPI request";  // the call that posted it ("MPI request" for one the program posted)
+  wd::trace::Ticks posted = 0;      // 0: not traced
+  std::uint32_t task = 0;
+  std::int32_t peer = -1;
+  std::uint64_t bytes = 0;
+};
+
 struct Entry {
   Event event;
   MPI_Status* status;
+  Traced traced;
 };
 
 class RequestPoller final : public wd::Engine::Service {
@@ -133,11 +144,11 @@ class RequestPoller final : public wd::Engine::Service {
         }));
   }
 
-  void add(MPI_Request r, MPI_Status* status, Event ev) {
+  void add(MPI_Request r, MPI_Status* status, Event ev, const Traced& traced) {
     {
       std::lock_guard<comm::SpinLock> g(pending_lock_);
       pending_requests_.push_back(r);
-      pending_.push_back({std::move(ev), status});
+      pending_.push_back({std::move(ev), status, traced});
     }
     // After the push: a poller that sees the count finds the entry (both under or after pending_lock_).
     // Relaxed: a hint for demand() and the empty poll; the lock orders the entry itself.
@@ -255,7 +266,10 @@ class RequestPoller final : public wd::Engine::Service {
     bump(g_completed, completed_, static_cast<std::uint64_t>(ndone));
     // The completion reaches the successors through the task's count (fulfill_event): the receive buffer and
     // the status written above happen before it.
+    wd::Worker* const w = wd::tls_worker;
     for (int i = 0; i < ndone; ++i) {
+      const Traced& t = done[i].traced;
+      if (w) wd::trace::record_operation(*w, t.op, t.task, t.posted, t.peer, t.bytes);
       if (failed[i] == MPI_SUCCESS) {
         done[i].event.fulfill();
       } else {
@@ -297,6 +311,22 @@ RequestPoller& poller(Context& cx) {
   return RequestPoller::of(*wd::ContextAccess::worker(cx)->engine);
 }
 
+// The trace's record of an operation the calling task starts now (nothing unless its worker records a trace).
+Traced traced(Context& cx, const char* op, int peer, int count, MPI_Datatype type) {
+  Traced t;
+  wd::Worker& w = *wd::ContextAccess::worker(cx);
+  if (!w.trace) [[likely]]
+    return t;
+  t.op = op;
+  t.posted = wd::trace::now(w);
+  t.task = wd::ContextAccess::task(cx)->trace_id;
+  t.peer = peer;
+  int size = 0;
+  if (count > 0 && MPI_Type_size(type, &size) == MPI_SUCCESS && size > 0)
+    t.bytes = static_cast<std::uint64_t>(count) * static_cast<std::uint64_t>(size);
+  return t;
+}
+
 }  // namespace
 
 void bind(Context& cx, MPI_Request request, MPI_Status* status) {
@@ -312,7 +342,7 @@ void bind(Context& cx, MPI_Request request, MPI_Status* status) {
     }
     return;
   }
-  p.add(request, status, cx.event());
+  p.add(request, status, cx.event(), traced(cx, "MPI request", -1, 0, MPI_DATATYPE_NULL));
 }
 
 void bind(Context& cx, std::span<const MPI_Request> requests, std::span<MPI_Status> statuses) {
@@ -326,9 +356,11 @@ namespace {
 // Posts one operation (`start` makes the MPI call that fills in the request) and binds it to the calling task.
 // The event is taken first: where none can be taken (a taskiter body), nothing is posted.
 template <class Start>
-void post(Context& cx, const char* call, MPI_Status* status, Start&& start) {
+void post(Context& cx, const char* call, MPI_Status* status, int peer, int count, MPI_Datatype type,
+          Start&& start) {
   RequestPoller& p = poller(cx);
   Event ev = cx.event();
+  const Traced t = traced(cx, call, peer, count, type);
   MPI_Request r;
   const Clock::time_point begin = Clock::now();
   {
@@ -336,33 +368,35 @@ void post(Context& cx, const char* call, MPI_Status* status, Start&& start) {
     check(start(&r), call);
   }
   p.count_mpi(begin);
-  p.add(r, status, std::move(ev));
+  p.add(r, status, std::move(ev), t);
 }
 }  // namespace
 
 void isend(Context& cx, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  post(cx, "MPI_Isend", MPI_STATUS_IGNORE,
+  post(cx, "MPI_Isend", MPI_STATUS_IGNORE, dest, count, type,
        [&](MPI_Request* r) { return MPI_Isend(buf, count, type, dest, tag, comm, r); });
 }
 
 void irecv(Context& cx, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
            MPI_Status* status) {
-  post(cx, "MPI_Irecv", status, [&](MPI_Request* r) { return MPI_Irecv(buf, count, type, source, tag, comm, r); });
+  post(cx, "MPI_Irecv", status, source, count, type,
+       [&](MPI_Request* r) { return MPI_Irecv(buf, count, type, source, tag, comm, r); });
 }
 
 void iallreduce(Context& cx, const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                 MPI_Comm comm) {
-  post(cx, "MPI_Iallreduce", MPI_STATUS_IGNORE,
+  post(cx, "MPI_Iallreduce", MPI_STATUS_IGNORE, -1, count, type,
        [&](MPI_Request* r) { return MPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, r); });
 }
 
 void ibcast(Context& cx, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  post(cx, "MPI_Ibcast", MPI_STATUS_IGNORE,
+  post(cx, "MPI_Ibcast", MPI_STATUS_IGNORE, root, count, type,
        [&](MPI_Request* r) { return MPI_Ibcast(buf, count, type, root, comm, r); });
 }
 
 void ibarrier(Context& cx, MPI_Comm comm) {
-  post(cx, "MPI_Ibarrier", MPI_STATUS_IGNORE, [&](MPI_Request* r) { return MPI_Ibarrier(comm, r); });
+  post(cx, "MPI_Ibarrier", MPI_STATUS_IGNORE, -1, 0, MPI_DATATYPE_NULL,
+       [&](MPI_Request* r) { return MPI_Ibarrier(comm, r); });
 }
 
 Stats stats() noexcept {

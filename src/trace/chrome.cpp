@@ -152,6 +152,21 @@ void Recorder::write_trace() {
           }
           break;
         }
+        case Kind::operation: {
+          // Async spans too: a task's requests overlap one another and the tasks that run meanwhile.
+          const std::uint64_t id = ++async_id;
+          for (int end = 0; end < 2; ++end) {
+            if (end) o += ",\n";
+            appendf(o, "{\"ph\":\"%s\",\"cat\":\"mpi\",\"id\":%llu,\"name\":", end ? "e" : "b",
+                    static_cast<unsigned long long>(id));
+            append_json_string(o, e.name ? e.name : "operation");
+            appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", pid, tid);
+            append_us(o, end ? b + d : b);
+            appendf(o, ",\"args\":{\"task\":%u,\"peer\":%d,\"bytes\":%llu}}", e.id, e.extra,
+                    static_cast<unsigned long long>(e.tag));
+          }
+          break;
+        }
         case Kind::edge:
           break;
       }

@@ -8,6 +8,9 @@
 //  * now(w) + record_phase(w, name, begin, end, tag): a front-end phase, e.g. taskiter's "record" and
 //    "replay" of iteration `tag`: it appears in Profile::phases and, when tracing, as an async span. Phases
 //    may overlap and may end on another worker than the one that stamped their start.
+//  * now(w) + record_operation(w, name, task, begin, peer, bytes): an asynchronous operation bound to a task
+//    (an MPI request), from its start to its completion as seen by the worker that completed it: a span in the
+//    trace only (the profile counts such operations in a counter section of the front end's).
 #pragma once
 
 #include "engine/engine.hpp"
@@ -32,6 +35,7 @@ void leave_run(Log& l);
 Ticks now(const Log& l);
 void phase(Log& l, const char* name, std::uint64_t tag, Ticks begin, Ticks end);
 void tag(Log& l, std::uint64_t tag);
+void operation(Log& l, const char* name, std::uint32_t task, Ticks begin, std::int32_t peer, std::uint64_t bytes);
 
 /// A join node or a root was initialised: give it an id (tasks get theirs in on_spawn_begin).
 inline void on_node(Worker& w, Task* t) {
@@ -95,6 +99,13 @@ inline Ticks now(Worker& w) { return w.trace ? now(*w.trace) : 0; }
 inline void record_phase(Worker& w, const char* name, Ticks begin, Ticks end, std::uint64_t t) {
   if (w.trace) [[unlikely]]
     phase(*w.trace, name, t, begin, end);
+}
+/// `begin` from now() on the worker that started it (0 when that one was not recording: nothing is recorded);
+/// `task` the trace id of the task it is bound to; `peer` the other rank (-1 for a collective).
+inline void record_operation(Worker& w, const char* name, std::uint32_t task, Ticks begin, std::int32_t peer,
+                             std::uint64_t bytes) {
+  if (w.trace && begin != 0) [[unlikely]]
+    operation(*w.trace, name, task, begin, peer, bytes);
 }
 
 }  // namespace weft::detail::trace

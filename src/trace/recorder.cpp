@@ -225,6 +225,11 @@ void phase(Log& l, const char* name, std::uint64_t tag, Ticks begin, Ticks end) 
 
 void tag(Log& l, std::uint64_t t) { l.tag = t; }
 
+void operation(Log& l, const char* name, std::uint32_t task, Ticks begin, std::int32_t peer, std::uint64_t bytes) {
+  if (l.events)
+    if (Event* e = l.slot()) *e = Event{begin, l.rec->clock().now(), name, bytes, task, peer, Kind::operation};
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Recorder
 // ---------------------------------------------------------------------------------------------------------

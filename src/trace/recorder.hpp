@@ -24,11 +24,11 @@
 namespace weft::detail::trace {
 
 enum class State : std::uint8_t { idle = 0, overhead = 1, work = 2 };
-enum class Kind : std::uint8_t { task, root, discovery, edge, phase, run };
+enum class Kind : std::uint8_t { task, root, discovery, edge, phase, run, operation };
 
 /// One trace record. Task-like spans: [begin, end] in ticks, `name` the label (may be null), `id`/`tag`
-/// the task's, `extra` its priority (discovery: children spawned; run: run number). Edges: begin = id of
-/// the predecessor, end = id of the successor.
+/// the task's, `extra` its priority (discovery: children spawned; run: run number; operation: the peer rank,
+/// with `tag` its bytes and `id` its task's). Edges: begin = id of the predecessor, end = id of the successor.
 struct Event {
   Ticks begin;
   Ticks end;
