@@ -25,8 +25,10 @@
 //
 // Prints per variant the median time per iteration over the repetitions (variants interleaved), the ratio to
 // weft-bracketed, and for the variants with MPI inside tasks the overlap ratio (weft::mpi::Stats::overlap: the
-// share of the time requests were outstanding during which the workers ran tasks rather than idled). --check compares every variant with a serial single-process computation of the whole
-// grid (exit 1 on a mismatch; 2 for bad options).
+// share of the time requests were outstanding during which the workers ran tasks rather than idled), and for
+// the weft variants the worker time spent in the runtime per iteration (spawning, dependencies, scheduling,
+// polling MPI: weft::Profile's overhead, from one extra profiled repetition). --check compares every variant
+// with a serial single-process computation of the whole grid (exit 1 on a mismatch; 2 for bad options).
 #include <mpi.h>
 #include <omp.h>
 #include <weft/mpi.hpp>
@@ -338,6 +340,18 @@ int main(int argc, char** argv) {
       {"weft-graph", [&] { run_weft_graph(h, rt); }},
       {"weft-taskiter", [&] { run_weft_taskiter(h, rt); }},
   };
+  // The same variants on a runtime that measures itself (weft::ProfileOptions): one more repetition of each
+  // weft variant after the timed ones, for the time its workers spent in the runtime (spawning, dependencies,
+  // scheduling, polling MPI) rather than in task bodies or idle.
+  weft::Options po = o;
+  po.profile.enabled = true;
+  weft::Runtime prt(po);
+  const std::map<std::string, std::function<void()>> profiled = {
+      {"weft-bracketed", [&] { run_weft_bracketed(h, prt); }},
+      {"weft-graph", [&] { run_weft_graph(h, prt); }},
+      {"weft-taskiter", [&] { run_weft_taskiter(h, prt); }},
+  };
+  std::map<std::string, double> runtime_seconds;
   int bad = 0;
   Reference ref;
   if (p.check) ref = serial_reference(p);
@@ -363,6 +377,15 @@ int main(int argc, char** argv) {
       if (rep > 0 || p.check) times[v].push_back(s);
     }
   }
+  if (!p.check)
+    for (const auto& v : p.variants) {
+      if (!profiled.count(v)) continue;
+      h.reset();
+      MPI_Barrier(MPI_COMM_WORLD);
+      profiled.at(v)();
+      MPI_Barrier(MPI_COMM_WORLD);
+      runtime_seconds[v] = prt.profile().total.overhead_seconds;
+    }
   int any_bad = 0;
   MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (g_rank == 0) {
@@ -378,13 +401,17 @@ int main(int argc, char** argv) {
     // overlap (rank 0's): the share of the time requests were outstanding during which the workers ran tasks
     // (weft::mpi::Stats::overlap; "-" for the variants that do not bind requests, or with a communication
     // thread).
-    std::printf("%-16s %14s %12s %8s\n", "variant", "us/iteration", "vs bracketed", "overlap");
+    // runtime us/it (rank 0's, one profiled repetition): worker time in the runtime per iteration, summed over
+    // the workers (weft::Profile: overhead_seconds).
+    std::printf("%-16s %14s %12s %8s %14s\n", "variant", "us/iteration", "vs bracketed", "overlap", "runtime us/it");
     for (const auto& v : p.variants) {
       const double m = median(times[v]);
       const double ov = overlaps.count(v) ? median(overlaps[v]) : -1;
-      std::printf("%-16s %14.2f %12s %8s\n", v.c_str(), 1e6 * m / p.iters,
+      const auto rs = runtime_seconds.find(v);
+      std::printf("%-16s %14.2f %12s %8s %14s\n", v.c_str(), 1e6 * m / p.iters,
                   base > 0 ? (std::to_string(base / m).substr(0, 5) + "x").c_str() : "-",
-                  ov >= 0 ? (std::to_string(100 * ov).substr(0, 4) + "%").c_str() : "-");
+                  ov >= 0 ? (std::to_string(100 * ov).substr(0, 4) + "%").c_str() : "-",
+                  rs != runtime_seconds.end() ? std::to_string(1e6 * rs->second / p.iters).substr(0, 6).c_str() : "-");
     }
     if (p.check) std::printf("check: %s\n", any_bad ? "MISMATCH" : "every variant matches the serial reference");
   }
