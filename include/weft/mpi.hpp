@@ -153,7 +153,8 @@ template <class F>
 decltype(auto) serialized(F&& f);
 
 /// Counters of this process (all runtimes), since it started. Also in the profile (WEFT_PROFILE), section
-/// "mpi_requests", per run. The trace (WEFT_TRACE) shows each request as an async span, category "mpi", from
+/// "mpi_requests", per run, with time_in_mpi also per thread ("time_in_mpi.worker<i>", "time_in_mpi.comm_thread").
+/// The trace (WEFT_TRACE) shows each request as an async span, category "mpi", from
 /// its post to its completion, with args "task" (the id of its task's span), "peer" and "bytes" (not recorded
 /// with a communication thread).
 struct Stats {

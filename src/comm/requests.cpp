@@ -110,7 +110,9 @@ class RequestPoller final : public wd::Engine::Service {
   explicit RequestPoller(wd::Engine& e)
       : engine_(e),
         serialized_(env().thread_level() < MPI_THREAD_MULTIPLE),
-        workers_(e.progress_worker ? 0 : e.options.num_threads) {
+        workers_(e.progress_worker ? 0 : e.options.num_threads),
+        threads_(e.workers.size()),
+        thread_mpi_ns_(std::make_unique<std::atomic<std::uint64_t>[]>(threads_)) {
     source_ = {&poll_source, &source_demand, this};
     engine_.attach_progress(&source_);
     counters_id_ = wd::trace::add_counter_source("mpi_requests", [this](std::vector<weft::Counter>& out) {
@@ -126,6 +128,11 @@ class RequestPoller final : public wd::Engine::Service {
       seconds("time_outstanding", outstanding_ns_);
       seconds("worker_time_outstanding", worker_ns_);
       seconds("idle_time_outstanding", idle_ns_);
+      // Per thread: worker i, and the communication thread (the last, when there is one).
+      for (std::size_t i = 0; i < threads_; ++i)
+        seconds(i < engine_.options.num_threads ? ("time_in_mpi.worker" + std::to_string(i)).c_str()
+                                                : "time_in_mpi.comm_thread",
+                thread_mpi_ns_[i]);
     });
   }
   ~RequestPoller() override {
@@ -134,7 +141,7 @@ class RequestPoller final : public wd::Engine::Service {
   }
 
   /// Time spent in an MPI call of weft's (a post).
-  void count_mpi(Clock::time_point begin) { bump(g_mpi_ns, mpi_ns_, ns_between(begin, Clock::now())); }
+  void count_mpi(Clock::time_point begin) { count_mpi_ns(ns_between(begin, Clock::now())); }
 
   static RequestPoller& of(wd::Engine& e) {
     if (wd::Engine::Service* s = e.service(kServiceMpiRequests)) return static_cast<RequestPoller&>(*s);
@@ -157,6 +164,14 @@ class RequestPoller final : public wd::Engine::Service {
   }
 
  private:
+  // Time in an MPI call of weft's, by the calling thread (one of this engine's: posts run in its tasks, polls
+  // on its workers or its communication thread).
+  void count_mpi_ns(std::uint64_t ns) {
+    bump(g_mpi_ns, mpi_ns_, ns);
+    const wd::Worker* w = wd::tls_worker;
+    if (w && w->engine == &engine_ && w->id < threads_) thread_mpi_ns_[w->id].fetch_add(ns, std::memory_order_relaxed);
+  }
+
   static std::size_t poll_source(void* ctx) noexcept { return static_cast<RequestPoller*>(ctx)->poll(); }
   static wd::ProgressDemand source_demand(void* ctx) noexcept {
     // While requests are outstanding idle workers keep polling: nothing else would move them.
@@ -212,7 +227,7 @@ class RequestPoller final : public wd::Engine::Service {
       int outcount = 0;
       const int rc = MPI_Testsome(n, requests_.data() + cursor_, &outcount, index.data(), status.data());
       const Clock::time_point after = Clock::now();
-      bump(g_mpi_ns, mpi_ns_, ns_between(now, after));
+      count_mpi_ns(ns_between(now, after));
       g_polls.fetch_add(1, std::memory_order_relaxed);
       if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
         // The test itself failed (not one request): fail every request of the window, which MPI may have
@@ -283,6 +298,8 @@ class RequestPoller final : public wd::Engine::Service {
   wd::Engine& engine_;
   const bool serialized_;
   const unsigned workers_;  // workers that poll (0 with a communication thread: idle time is not measured)
+  const std::size_t threads_;  // the engine's threads: workers, then the communication thread if any
+  std::unique_ptr<std::atomic<std::uint64_t>[]> thread_mpi_ns_;  // time in MPI per thread (relaxed counters)
   std::uint64_t counters_id_ = 0;
   std::atomic<std::uint64_t> bound_{0}, completed_{0}, mpi_ns_{0}, outstanding_ns_{0}, worker_ns_{0}, idle_ns_{0};
   Clock::time_point last_poll_{};  // under polling_

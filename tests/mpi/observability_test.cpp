@@ -178,7 +178,8 @@ TEST(Observability, OneProfileAndTraceFilePerRankWithItsCommunication) {
 
 // MPI requests bound to tasks (weft/mpi.hpp) are async spans of category "mpi" in the trace: one begin and one
 // end per request, named by the call that posted it (a request the program posted and bound: "MPI request"),
-// with the peer rank (-1 for a collective), the bytes, and the id of the task it belongs to (a task span).
+// with the peer rank (-1 for a collective), the bytes, and the id of the task it belongs to (a task span). The
+// profile has the time in MPI per worker.
 TEST(Observability, MpiRequestsAreSpansInTheTrace) {
   const int me = world_rank(), n = world_size();
   const int left = (me + n - 1) % n, right = (me + 1) % n;
@@ -190,6 +191,7 @@ TEST(Observability, MpiRequestsAreSpansInTheTrace) {
   constexpr int kRounds = 5, kInts = 300;
   std::vector<int> out(kInts, me), in(kInts, -1);
   int ring = 0, sum = 0, one = 1;
+  weft::Profile profile;
   {
     weft::Runtime rt(o);
     rt.run([&](weft::Context& cx) {
@@ -210,9 +212,21 @@ TEST(Observability, MpiRequestsAreSpansInTheTrace) {
           },
           weft::inout(sum), weft::label("barrier"));
     });
+    profile = rt.profile();
   }  // the trace is written here
   EXPECT_EQ(ring, kRounds * left);
   EXPECT_EQ(sum, n);
+
+  // The profile's section: the time in MPI, and the same per worker (the two workers' shares add up to it).
+  std::map<std::string, double> seconds;
+  for (const weft::CounterSection& sec : profile.counters)
+    if (sec.name == "mpi_requests")
+      for (const weft::Counter& c : sec.counters) seconds[c.name] = c.seconds;
+  ASSERT_TRUE(seconds.count("time_in_mpi") && seconds.count("time_in_mpi.worker0") &&
+              seconds.count("time_in_mpi.worker1"));
+  EXPECT_GT(seconds["time_in_mpi"], 0.0);
+  EXPECT_NEAR(seconds["time_in_mpi.worker0"] + seconds["time_in_mpi.worker1"], seconds["time_in_mpi"], 1e-6);
+  EXPECT_FALSE(seconds.count("time_in_mpi.comm_thread"));
 
   const json trace = read_json(ranked(dir, "requests", me, n));
   std::map<std::uint64_t, std::string> task_labels;  // task id -> label
