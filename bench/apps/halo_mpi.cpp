@@ -1,5 +1,5 @@
 // weft-halo-mpi — a 2D Jacobi stencil over MPI ranks with halo exchange and a global residual every iteration,
-// in four variants that compute bit-identical results:
+// in five variants that compute bit-identical results:
 //
 //   mpi-for          MPI + OpenMP `parallel for` (libgomp): blocking halo exchange (Isend/Irecv + Waitall),
 //                    a parallel loop over the blocks, a blocking MPI_Allreduce of the residual.
@@ -10,6 +10,9 @@
 //                    reduction overlaps the next iterations; no taskwait in the loop.
 //   weft-taskiter    the same graph recorded once by taskiter (unroll(2): the two grids alternate), replayed
 //                    every iteration with fresh requests.
+//   weft-update      the same under taskiter with the iteration captured by value and refreshed by weft::update
+//                    (firstprivate updates): the body runs before every iteration, and iterations are separated
+//                    by a barrier.
 //
 // The grid has `rows` x `cols` interior points per rank (rank r owns rows r*rows ... r*rows+rows-1 of the
 // global grid); ranks exchange one ghost row with each neighbour (no wrap-around: the outer boundary is fixed).
@@ -243,6 +246,20 @@ void run_weft_taskiter(Halo& h, weft::Runtime& rt) {
   });
 }
 
+// The same loop with the iteration captured by value and refreshed by weft::update (OpenMP's firstprivate
+// updates): the body runs again before every iteration, and a refreshed iteration starts only once the previous
+// one has finished, a barrier the variant above does without (its tasks ask taskiter_iteration instead).
+void run_weft_update(Halo& h, weft::Runtime& rt) {
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(
+        static_cast<std::uint64_t>(h.iters),
+        [&](weft::Context& it, std::uint64_t i) {
+          spawn_iteration(it, h, static_cast<int>(i & 1), [i](weft::Context&) { return static_cast<int>(i); });
+        },
+        weft::unroll(2), weft::update, weft::inout(h.g[0]), weft::inout(h.g[1]), weft::inout(h.collective));
+  });
+}
+
 // The whole grid on one process, serially: the reference of --check (every rank computes it).
 struct Reference {
   std::vector<double> mine;  // this rank's rows of the final grid
@@ -318,7 +335,7 @@ int main(int argc, char** argv) {
     } else usage_error("unknown option " + arg);
   }
   if (p.rows % p.block != 0) usage_error("--rows must be a multiple of --block");
-  const std::vector<std::string> all = {"mpi-for", "weft-bracketed", "weft-graph", "weft-taskiter"};
+  const std::vector<std::string> all = {"mpi-for", "weft-bracketed", "weft-graph", "weft-taskiter", "weft-update"};
   if (p.variants.empty() || (p.variants.size() == 1 && p.variants[0] == "all")) p.variants = all;
   for (const auto& v : p.variants)
     if (std::find(all.begin(), all.end(), v) == all.end()) usage_error("unknown variant " + v);
@@ -339,6 +356,7 @@ int main(int argc, char** argv) {
       {"weft-bracketed", [&] { run_weft_bracketed(h, rt); }},
       {"weft-graph", [&] { run_weft_graph(h, rt); }},
       {"weft-taskiter", [&] { run_weft_taskiter(h, rt); }},
+      {"weft-update", [&] { run_weft_update(h, rt); }},
   };
   // The same variants on a runtime that measures itself (weft::ProfileOptions): one more repetition of each
   // weft variant after the timed ones, for the time its workers spent in the runtime (spawning, dependencies,
@@ -350,6 +368,7 @@ int main(int argc, char** argv) {
       {"weft-bracketed", [&] { run_weft_bracketed(h, prt); }},
       {"weft-graph", [&] { run_weft_graph(h, prt); }},
       {"weft-taskiter", [&] { run_weft_taskiter(h, prt); }},
+      {"weft-update", [&] { run_weft_update(h, prt); }},
   };
   std::map<std::string, double> runtime_seconds;
   int bad = 0;
