@@ -2,12 +2,14 @@
 # weft's test suite, start to finish:
 #   1. deps     scripts/install-deps.sh (installs only what is missing; nothing to do on a ready machine)
 #   2. release  configure + build the `release` preset, run every ctest test
-#   3. debug    build the `debug` preset (internal invariant checks WEFT_ASSERT, libstdc++ assertions), run
-#               every test but the Python tools' (randomized tests at WEFT_TEST_SCALE=0.4)
+#   3. debug    only with --with-debug: build the `debug` preset (no optimisation, internal invariant checks
+#               WEFT_ASSERT, libstdc++ assertions), run every test but the Python tools' (randomized tests at
+#               WEFT_TEST_SCALE=0.4). The asan stage has the same checks, so CI leaves this one out.
 #   4. tsan     build the `tsan` preset (ThreadSanitizer), run the tests labelled `concurrency` (randomized
 #               tests at WEFT_TEST_SCALE=0.3)
-#   5. asan     build the `asan` preset (AddressSanitizer + UBSan, leak checks on), run every test but the
-#               Python tools'
+#   5. asan     build the `asan` preset (AddressSanitizer + UBSan, leak checks on, with the internal invariant
+#               checks and libstdc++ assertions), run every test but the Python tools' (randomized tests at
+#               WEFT_TEST_SCALE=0.5)
 #   6. mpich    the MPI tests again with MPICH instead of Open MPI: configure + build the `mpich` preset (the
 #               programs of the tests labelled mpi only), run the tests labelled mpi; skipped, with a note, when
 #               MPICH (/usr/bin/mpicxx.mpich, /usr/bin/mpiexec.mpich) is not installed
@@ -17,9 +19,10 @@
 # and termination jobs, and in mpich.
 # Stops at the first failing stage (unless --keep-going).
 #
-#   bash scripts/test.sh [--quick] [--no-deps] [--keep-going] [--skip-debug] [--skip-tsan] [--skip-asan]
+#   bash scripts/test.sh [--quick] [--no-deps] [--keep-going] [--with-debug] [--skip-tsan] [--skip-asan]
 #                        [--skip-mpich] [--skip-install]
 #     --quick         release stage only (2)
+#     --with-debug    run the debug stage (3) too
 #     --no-deps       do not run scripts/install-deps.sh
 #     --keep-going    run the later stages even after a failure (exit status 1 at the end all the same)
 #     -j N            build jobs (default: number of cores); ctest always runs -j2
@@ -29,7 +32,7 @@ cd "$(dirname "$self")/.."
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$self"; }
 
-do_deps=1 do_release=1 do_debug=1 do_tsan=1 do_asan=1 do_mpich=1 do_install=1 keep_going=0
+do_deps=1 do_release=1 do_debug=0 do_tsan=1 do_asan=1 do_mpich=1 do_install=1 keep_going=0
 jobs=$(nproc 2>/dev/null || echo 2)
 test_timeout=600  # seconds, for a test that sets no TIMEOUT of its own: a hang fails instead of stalling CI
 while (($#)); do
@@ -37,7 +40,8 @@ while (($#)); do
     --quick) do_debug=0 do_tsan=0 do_asan=0 do_mpich=0 do_install=0 ;;
     --no-deps) do_deps=0 ;;
     --keep-going) keep_going=1 ;;
-    --skip-debug) do_debug=0 ;;
+    --with-debug) do_debug=1 ;;
+    --skip-debug) do_debug=0 ;;  # the default; kept for scripts that pass it
     --skip-tsan) do_tsan=0 ;;
     --skip-asan) do_asan=0 ;;
     --skip-mpich) do_mpich=0 ;;
@@ -94,7 +98,8 @@ release() {
 
 # CI's time is bounded (30 minutes on 2 cores): the stages after release run the randomized tests at a smaller
 # scale (WEFT_TEST_SCALE: fewer random programs; release runs them whole) and leave the Python tools' tests
-# (label tools, no C++ of weft's own to check) to release.
+# (label tools, no C++ of weft's own to check) to release; the asan stage carries the internal checks, so the
+# debug stage (one more build) runs only when asked for.
 debug() {
   configure_build debug && WEFT_TEST_SCALE=${WEFT_TEST_SCALE:-0.4} run_ctest debug -LE tools
 }
@@ -116,8 +121,9 @@ tsan() {
 
 asan() {
   configure_build asan || return
-  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" run_ctest asan -LE tools
+  WEFT_TEST_SCALE=${WEFT_TEST_SCALE:-0.5} ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
+    run_ctest asan -LE tools
 }
 
 # The paths the `mpich` preset names (Debian's libmpich-dev and mpich); prints those missing.

@@ -1,6 +1,6 @@
 // WEFT_ASSERT(cond): an internal invariant of the engine (descriptors, counters, queues, tables). Compiled in by
-// the CMake option WEFT_INTERNAL_CHECKS (the `debug` preset, run over the whole suite in CI), out of every other
-// build: it costs nothing in release. A failure prints the condition and its place, then aborts.
+// the CMake option WEFT_INTERNAL_CHECKS (the `debug` and `asan` presets; CI runs the whole suite in the latter),
+// out of every other build: it costs nothing in release. A failure prints the condition and its place, then aborts.
 #pragma once
 
 namespace weft::detail {
