@@ -155,8 +155,8 @@ decltype(auto) serialized(F&& f);
 /// Counters of this process (all runtimes), since it started. Also in the profile (WEFT_PROFILE), section
 /// "mpi_requests", per run, with time_in_mpi also per thread ("time_in_mpi.worker<i>", "time_in_mpi.comm_thread").
 /// The trace (WEFT_TRACE) shows each request as an async span, category "mpi", from
-/// its post to its completion, with args "task" (the id of its task's span), "peer" and "bytes" (not recorded
-/// with a communication thread).
+/// its post to its completion, with args "task" (the id of its task's span), "peer" and "bytes", on the track of
+/// the thread that completed it.
 struct Stats {
   std::uint64_t requests_bound = 0;      ///< requests handed to weft (bind and the wrappers)
   std::uint64_t requests_completed = 0;  ///< of which completed

@@ -51,6 +51,22 @@ void append_us(std::string& out, long long ns) {
   appendf(out, "%s%llu.%03llu", neg ? "-" : "", a / 1000, a % 1000);
 }
 
+// An operation bound to a task (an MPI request): an async span, as a task's requests overlap one another and
+// the tasks that run meanwhile.
+void append_operation(std::string& o, const Event& e, int pid, unsigned tid, long long b, long long d,
+                      std::uint64_t id) {
+  for (int end = 0; end < 2; ++end) {
+    if (end) o += ",\n";
+    appendf(o, "{\"ph\":\"%s\",\"cat\":\"mpi\",\"id\":%llu,\"name\":", end ? "e" : "b",
+            static_cast<unsigned long long>(id));
+    append_json_string(o, e.name ? e.name : "operation");
+    appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", pid, tid);
+    append_us(o, end ? b + d : b);
+    appendf(o, ",\"args\":{\"task\":%u,\"peer\":%d,\"bytes\":%llu}}", e.id, e.extra,
+            static_cast<unsigned long long>(e.tag));
+  }
+}
+
 void thread_meta(Writer& w, int pid, unsigned tid, const std::string& name, unsigned sort) {
   std::string& o = w.next();
   appendf(o, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":", pid, tid);
@@ -152,24 +168,23 @@ void Recorder::write_trace() {
           }
           break;
         }
-        case Kind::operation: {
-          // Async spans too: a task's requests overlap one another and the tasks that run meanwhile.
-          const std::uint64_t id = ++async_id;
-          for (int end = 0; end < 2; ++end) {
-            if (end) o += ",\n";
-            appendf(o, "{\"ph\":\"%s\",\"cat\":\"mpi\",\"id\":%llu,\"name\":", end ? "e" : "b",
-                    static_cast<unsigned long long>(id));
-            append_json_string(o, e.name ? e.name : "operation");
-            appendf(o, ",\"pid\":%d,\"tid\":%u,\"ts\":", pid, tid);
-            append_us(o, end ? b + d : b);
-            appendf(o, ",\"args\":{\"task\":%u,\"peer\":%d,\"bytes\":%llu}}", e.id, e.extra,
-                    static_cast<unsigned long long>(e.tag));
-          }
+        case Kind::operation:
+          append_operation(o, e, pid, tid, b, d, ++async_id);
           break;
-        }
         case Kind::edge:
           break;
       }
+      w.maybe_flush();
+    }
+  }
+
+  // Operations completed by the communication thread, on a track of its own after the workers'.
+  if (!foreign_.empty()) {
+    const unsigned tid = static_cast<unsigned>(nw);
+    thread_meta(w, pid, tid, "communication thread", tid);
+    for (const Event& e : foreign_) {
+      const long long b = ns(e.begin);
+      append_operation(w.next(), e, pid, tid, b, ns(e.end) - b, ++async_id);
       w.maybe_flush();
     }
   }

@@ -9,7 +9,7 @@
 //    "replay" of iteration `tag`: it appears in Profile::phases and, when tracing, as an async span. Phases
 //    may overlap and may end on another worker than the one that stamped their start.
 //  * now(w) + record_operation(w, name, task, begin, peer, bytes): an asynchronous operation bound to a task
-//    (an MPI request), from its start to its completion as seen by the worker that completed it: a span in the
+//    (an MPI request), from its start to its completion as seen by the thread that completed it: a span in the
 //    trace only (the profile counts such operations in a counter section of the front end's).
 #pragma once
 
@@ -36,6 +36,8 @@ Ticks now(const Log& l);
 void phase(Log& l, const char* name, std::uint64_t tag, Ticks begin, Ticks end);
 void tag(Log& l, std::uint64_t tag);
 void operation(Log& l, const char* name, std::uint32_t task, Ticks begin, std::int32_t peer, std::uint64_t bytes);
+void foreign_operation(Recorder& r, const char* name, std::uint32_t task, Ticks begin, std::int32_t peer,
+                       std::uint64_t bytes);
 
 /// A join node or a root was initialised: give it an id (tasks get theirs in on_spawn_begin).
 inline void on_node(Worker& w, Task* t) {
@@ -102,10 +104,16 @@ inline void record_phase(Worker& w, const char* name, Ticks begin, Ticks end, st
 }
 /// `begin` from now() on the worker that started it (0 when that one was not recording: nothing is recorded);
 /// `task` the trace id of the task it is bound to; `peer` the other rank (-1 for a collective).
+/// A thread of the engine's that keeps no log (the communication thread) records it in the recorder's list
+/// of such spans, under a lock (rare: a completed request).
 inline void record_operation(Worker& w, const char* name, std::uint32_t task, Ticks begin, std::int32_t peer,
                              std::uint64_t bytes) {
-  if (w.trace && begin != 0) [[unlikely]]
+  if (begin == 0) [[likely]]
+    return;
+  if (w.trace)
     operation(*w.trace, name, task, begin, peer, bytes);
+  else if (Recorder* r = w.engine->recorder.get())
+    foreign_operation(*r, name, task, begin, peer, bytes);
 }
 
 }  // namespace weft::detail::trace

@@ -230,6 +230,17 @@ void operation(Log& l, const char* name, std::uint32_t task, Ticks begin, std::i
     if (Event* e = l.slot()) *e = Event{begin, l.rec->clock().now(), name, bytes, task, peer, Kind::operation};
 }
 
+void foreign_operation(Recorder& r, const char* name, std::uint32_t task, Ticks begin, std::int32_t peer,
+                       std::uint64_t bytes) {
+  if (r.tracing()) r.foreign_operation(Event{begin, r.clock().now(), name, bytes, task, peer, Kind::operation});
+}
+
+void Recorder::foreign_operation(const Event& e) {
+  if (stopped()) return;
+  std::lock_guard<std::mutex> g(foreign_mutex_);
+  if (foreign_.size() < foreign_capacity_) foreign_.push_back(e);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Recorder
 // ---------------------------------------------------------------------------------------------------------
@@ -261,6 +272,7 @@ Recorder::Recorder(Engine& e, const ProfileOptions& o, unsigned workers)
   }
   const std::size_t cap = trace_file_ ? o.trace_buffer : 0;
   for (unsigned i = 0; i < workers; ++i) logs_.push_back(std::make_unique<Log>(*this, i, cap));
+  foreign_capacity_ = cap;
   at_begin_.resize(workers);
   events_at_begin_.resize(workers);
 }

@@ -117,6 +117,9 @@ class Recorder {
 
   Profile last_profile() const;
   std::uint32_t take_ids(std::uint32_t n) { return next_id_.fetch_add(n, std::memory_order_relaxed); }
+  /// An operation span completed by a thread with no log of its own (the communication thread): kept in a
+  /// list under a lock, as long as it has room (one worker buffer's worth), and written on a track of its own.
+  void foreign_operation(const Event& e);
   /// The first event that finds a full buffer stops tracing for every worker, with one warning.
   void buffer_full(const Log& l);
   bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
@@ -149,6 +152,10 @@ class Recorder {
   std::FILE* json_file_ = nullptr;
   long json_tail_ = 0;  ///< offset of the closing "]}" that each run overwrites
   std::FILE* trace_file_ = nullptr;
+
+  std::mutex foreign_mutex_;
+  std::vector<Event> foreign_;  ///< see foreign_operation (under foreign_mutex_; read once the threads are joined)
+  std::size_t foreign_capacity_ = 0;
 
   mutable std::mutex profile_mutex_;
   Profile last_;

@@ -179,107 +179,116 @@ TEST(Observability, OneProfileAndTraceFilePerRankWithItsCommunication) {
 // MPI requests bound to tasks (weft/mpi.hpp) are async spans of category "mpi" in the trace: one begin and one
 // end per request, named by the call that posted it (a request the program posted and bound: "MPI request"),
 // with the peer rank (-1 for a collective), the bytes, and the id of the task it belongs to (a task span). The
-// profile has the time in MPI per worker.
+// profile has the time in MPI per thread.
 TEST(Observability, MpiRequestsAreSpansInTheTrace) {
   const int me = world_rank(), n = world_size();
   const int left = (me + n - 1) % n, right = (me + 1) % n;
   const std::string dir = shared_temp_dir();
-  weft::Options o;
-  o.num_threads = 2;
-  o.comm_thread = weft::CommThread::off;  // the workers complete the requests (either records the spans)
-  o.profile.trace_file = ranked(dir, "requests", me, n);
-  constexpr int kRounds = 5, kInts = 300;
-  std::vector<int> out(kInts, me), in(kInts, -1);
-  int ring = 0, sum = 0, one = 1;
-  weft::Profile profile;
-  {
-    weft::Runtime rt(o);
-    rt.run([&](weft::Context& cx) {
-      for (int round = 0; round < kRounds; ++round) {
-        cx.spawn([&, round](weft::Context& cx) { weft::mpi::irecv(cx, std::span(in), left, round, MPI_COMM_WORLD); },
-                 weft::out(in), weft::label("receive"));
-        cx.spawn([&, round](weft::Context& cx) { weft::mpi::isend(cx, std::span(out), right, round, MPI_COMM_WORLD); },
-                 weft::in(out), weft::label("send"));
-        cx.spawn([&] { ring += in[0]; }, weft::in(in));
-      }
-      cx.spawn([&](weft::Context& cx) { weft::mpi::iallreduce(cx, &one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); },
-               weft::out(sum), weft::label("allreduce"));
-      cx.spawn(
-          [&](weft::Context& cx) {
-            MPI_Request r;
-            MPI_Ibarrier(MPI_COMM_WORLD, &r);
-            weft::mpi::bind(cx, r);
-          },
-          weft::inout(sum), weft::label("barrier"));
-    });
-    profile = rt.profile();
-  }  // the trace is written here
-  EXPECT_EQ(ring, kRounds * left);
-  EXPECT_EQ(sum, n);
+  // The workers complete the requests, or the communication thread (which keeps no log of its own: its spans
+  // are on a track named after it).
+  for (const weft::CommThread mode : {weft::CommThread::off, weft::CommThread::on}) {
+    const bool comm_thread = mode == weft::CommThread::on;
+    SCOPED_TRACE(comm_thread ? "with a communication thread" : "without a communication thread");
+    weft::Options o;
+    o.num_threads = 2;
+    o.comm_thread = mode;
+    const std::string file = ranked(dir, comm_thread ? "requests_ct" : "requests", me, n);
+    o.profile.trace_file = file;
+    constexpr int kRounds = 5, kInts = 300;
+    std::vector<int> out(kInts, me), in(kInts, -1);
+    int ring = 0, sum = 0, one = 1;
+    weft::Profile profile;
+    {
+      weft::Runtime rt(o);
+      rt.run([&](weft::Context& cx) {
+        for (int round = 0; round < kRounds; ++round) {
+          cx.spawn([&, round](weft::Context& cx) { weft::mpi::irecv(cx, std::span(in), left, round, MPI_COMM_WORLD); },
+                   weft::out(in), weft::label("receive"));
+          cx.spawn([&, round](weft::Context& cx) { weft::mpi::isend(cx, std::span(out), right, round, MPI_COMM_WORLD); },
+                   weft::in(out), weft::label("send"));
+          cx.spawn([&] { ring += in[0]; }, weft::in(in));
+        }
+        cx.spawn([&](weft::Context& cx) { weft::mpi::iallreduce(cx, &one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); },
+                 weft::out(sum), weft::label("allreduce"));
+        cx.spawn(
+            [&](weft::Context& cx) {
+              MPI_Request r;
+              MPI_Ibarrier(MPI_COMM_WORLD, &r);
+              weft::mpi::bind(cx, r);
+            },
+            weft::inout(sum), weft::label("barrier"));
+      });
+      profile = rt.profile();
+    }  // the trace is written here
+    EXPECT_EQ(ring, kRounds * left);
+    EXPECT_EQ(sum, n);
 
-  // The profile's section: the time in MPI, and the same per worker (the two workers' shares add up to it).
-  std::map<std::string, double> seconds;
-  for (const weft::CounterSection& sec : profile.counters)
-    if (sec.name == "mpi_requests")
-      for (const weft::Counter& c : sec.counters) seconds[c.name] = c.seconds;
-  ASSERT_TRUE(seconds.count("time_in_mpi") && seconds.count("time_in_mpi.worker0") &&
-              seconds.count("time_in_mpi.worker1"));
-  EXPECT_GT(seconds["time_in_mpi"], 0.0);
-  EXPECT_NEAR(seconds["time_in_mpi.worker0"] + seconds["time_in_mpi.worker1"], seconds["time_in_mpi"], 1e-6);
-  EXPECT_FALSE(seconds.count("time_in_mpi.comm_thread"));
+    // The profile's section: the time in MPI, and the same per thread (the shares add up to it).
+    std::map<std::string, double> seconds;
+    for (const weft::CounterSection& sec : profile.counters)
+      if (sec.name == "mpi_requests")
+        for (const weft::Counter& c : sec.counters) seconds[c.name] = c.seconds;
+    ASSERT_TRUE(seconds.count("time_in_mpi") && seconds.count("time_in_mpi.worker0") &&
+                seconds.count("time_in_mpi.worker1"));
+    EXPECT_GT(seconds["time_in_mpi"], 0.0);
+    EXPECT_EQ(seconds.count("time_in_mpi.comm_thread"), comm_thread ? 1u : 0u);
+    EXPECT_NEAR(seconds["time_in_mpi.worker0"] + seconds["time_in_mpi.worker1"] + seconds["time_in_mpi.comm_thread"],
+                seconds["time_in_mpi"], 1e-6);
+    if (comm_thread) EXPECT_GT(seconds["time_in_mpi.comm_thread"], 0.0);  // it tests the requests
 
-  const json trace = read_json(ranked(dir, "requests", me, n));
-  std::map<std::uint64_t, std::string> task_labels;  // task id -> label
-  struct Span {
-    std::string name;
-    int begins = 0, ends = 0;
-    double begin = 0, end = 0;
-    json args;
-  };
-  std::map<std::uint64_t, Span> spans;  // by async id
-  for (const json& ev : trace.at("traceEvents")) {
-    if (ev.at("ph") == "X" && ev.at("cat") == "task") task_labels[ev.at("args").at("id")] = ev.at("name");
-    if (!ev.contains("cat") || ev.at("cat") != "mpi") continue;
-    Span& s = spans[ev.at("id").get<std::uint64_t>()];
-    const bool begin = ev.at("ph") == "b";
-    ASSERT_TRUE(begin || ev.at("ph") == "e") << ev.dump();
-    (begin ? s.begins : s.ends) += 1;
-    (begin ? s.begin : s.end) = ev.at("ts").get<double>();
-    s.name = ev.at("name");
-    s.args = ev.at("args");
-  }
-  std::map<std::string, int> count;
-  for (const auto& [id, s] : spans) {
-    SCOPED_TRACE(s.name);
-    EXPECT_EQ(s.begins, 1);
-    EXPECT_EQ(s.ends, 1);
-    EXPECT_LE(s.begin, s.end);
-    ++count[s.name];
-    const auto label = task_labels.find(s.args.at("task").get<std::uint64_t>());
-    ASSERT_NE(label, task_labels.end()) << "the span names a task of the trace: " << s.args.dump();
-    const int peer = s.args.at("peer");
-    const std::uint64_t bytes = s.args.at("bytes");
-    if (s.name == "MPI_Irecv") {
-      EXPECT_EQ(label->second, "receive");
-      EXPECT_EQ(peer, left);
-      EXPECT_EQ(bytes, kInts * sizeof(int));
-    } else if (s.name == "MPI_Isend") {
-      EXPECT_EQ(label->second, "send");
-      EXPECT_EQ(peer, right);
-      EXPECT_EQ(bytes, kInts * sizeof(int));
-    } else if (s.name == "MPI_Iallreduce") {
-      EXPECT_EQ(label->second, "allreduce");
-      EXPECT_EQ(peer, -1);
-      EXPECT_EQ(bytes, sizeof(int));
-    } else {
-      EXPECT_EQ(s.name, "MPI request");
-      EXPECT_EQ(label->second, "barrier");
+    const json trace = read_json(file);
+    std::map<std::uint64_t, std::string> task_labels;  // task id -> label
+    struct Span {
+      std::string name;
+      int begins = 0, ends = 0;
+      double begin = 0, end = 0;
+      json args;
+    };
+    std::map<std::uint64_t, Span> spans;  // by async id
+    for (const json& ev : trace.at("traceEvents")) {
+      if (ev.at("ph") == "X" && ev.at("cat") == "task") task_labels[ev.at("args").at("id")] = ev.at("name");
+      if (!ev.contains("cat") || ev.at("cat") != "mpi") continue;
+      Span& s = spans[ev.at("id").get<std::uint64_t>()];
+      const bool begin = ev.at("ph") == "b";
+      ASSERT_TRUE(begin || ev.at("ph") == "e") << ev.dump();
+      (begin ? s.begins : s.ends) += 1;
+      (begin ? s.begin : s.end) = ev.at("ts").get<double>();
+      s.name = ev.at("name");
+      s.args = ev.at("args");
     }
+    std::map<std::string, int> count;
+    for (const auto& [id, s] : spans) {
+      SCOPED_TRACE(s.name);
+      EXPECT_EQ(s.begins, 1);
+      EXPECT_EQ(s.ends, 1);
+      EXPECT_LE(s.begin, s.end);
+      ++count[s.name];
+      const auto label = task_labels.find(s.args.at("task").get<std::uint64_t>());
+      ASSERT_NE(label, task_labels.end()) << "the span names a task of the trace: " << s.args.dump();
+      const int peer = s.args.at("peer");
+      const std::uint64_t bytes = s.args.at("bytes");
+      if (s.name == "MPI_Irecv") {
+        EXPECT_EQ(label->second, "receive");
+        EXPECT_EQ(peer, left);
+        EXPECT_EQ(bytes, kInts * sizeof(int));
+      } else if (s.name == "MPI_Isend") {
+        EXPECT_EQ(label->second, "send");
+        EXPECT_EQ(peer, right);
+        EXPECT_EQ(bytes, kInts * sizeof(int));
+      } else if (s.name == "MPI_Iallreduce") {
+        EXPECT_EQ(label->second, "allreduce");
+        EXPECT_EQ(peer, -1);
+        EXPECT_EQ(bytes, sizeof(int));
+      } else {
+        EXPECT_EQ(s.name, "MPI request");
+        EXPECT_EQ(label->second, "barrier");
+      }
+    }
+    EXPECT_EQ(count, (std::map<std::string, int>{
+                         {"MPI_Irecv", kRounds}, {"MPI_Isend", kRounds}, {"MPI_Iallreduce", 1}, {"MPI request", 1}}));
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::remove(file.c_str());
   }
-  EXPECT_EQ(count, (std::map<std::string, int>{
-                       {"MPI_Irecv", kRounds}, {"MPI_Isend", kRounds}, {"MPI_Iallreduce", 1}, {"MPI request", 1}}));
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::remove(ranked(dir, "requests", me, n).c_str());
   MPI_Barrier(MPI_COMM_WORLD);
   if (me == 0) ::rmdir(dir.c_str());
 }
