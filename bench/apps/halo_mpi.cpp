@@ -30,8 +30,9 @@
 // weft-bracketed, and for the variants with MPI inside tasks the overlap ratio (weft::mpi::Stats::overlap: the
 // share of the time requests were outstanding during which the workers ran tasks rather than idled), and for
 // the weft variants the worker time spent in the runtime per iteration (spawning, dependencies, scheduling,
-// polling MPI: weft::Profile's overhead, from one extra profiled repetition). --check compares every variant
-// with a serial single-process computation of the whole grid (exit 1 on a mismatch; 2 for bad options).
+// polling MPI: weft::Profile's overhead, from one extra profiled repetition) and the worker time in weft's MPI
+// calls (posts in task bodies, tests by busy and idle workers). --check compares every variant with a serial
+// single-process computation of the whole grid (exit 1 on a mismatch; 2 for bad options).
 #include <mpi.h>
 #include <omp.h>
 #include <weft/mpi.hpp>
@@ -370,7 +371,7 @@ int main(int argc, char** argv) {
       {"weft-taskiter", [&] { run_weft_taskiter(h, prt); }},
       {"weft-update", [&] { run_weft_update(h, prt); }},
   };
-  std::map<std::string, double> runtime_seconds;
+  std::map<std::string, double> runtime_seconds, mpi_seconds;
   int bad = 0;
   Reference ref;
   if (p.check) ref = serial_reference(p);
@@ -403,7 +404,11 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       profiled.at(v)();
       MPI_Barrier(MPI_COMM_WORLD);
-      runtime_seconds[v] = prt.profile().total.overhead_seconds;
+      const weft::Profile prof = prt.profile();
+      runtime_seconds[v] = prof.total.overhead_seconds;
+      for (const weft::CounterSection& sec : prof.counters)
+        for (const weft::Counter& c : sec.counters)
+          if (sec.name == "mpi_requests" && c.name == "time_in_mpi") mpi_seconds[v] = c.seconds;
     }
   int any_bad = 0;
   MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -421,16 +426,21 @@ int main(int argc, char** argv) {
     // (weft::mpi::Stats::overlap; "-" for the variants that do not bind requests, or with a communication
     // thread).
     // runtime us/it (rank 0's, one profiled repetition): worker time in the runtime per iteration, summed over
-    // the workers (weft::Profile: overhead_seconds).
-    std::printf("%-16s %14s %12s %8s %14s\n", "variant", "us/iteration", "vs bracketed", "overlap", "runtime us/it");
+    // the workers (weft::Profile: overhead_seconds); MPI us/it: in weft's MPI calls, posts inside task bodies
+    // (work time) and tests by busy (overhead) and idle workers (the profile's mpi_requests time_in_mpi).
+    auto per_iteration = [&](const std::map<std::string, double>& m, const std::string& v) {
+      const auto it = m.find(v);
+      return it != m.end() ? std::to_string(1e6 * it->second / p.iters).substr(0, 6) : std::string("-");
+    };
+    std::printf("%-16s %14s %12s %8s %14s %10s\n", "variant", "us/iteration", "vs bracketed", "overlap",
+                "runtime us/it", "MPI us/it");
     for (const auto& v : p.variants) {
       const double m = median(times[v]);
       const double ov = overlaps.count(v) ? median(overlaps[v]) : -1;
-      const auto rs = runtime_seconds.find(v);
-      std::printf("%-16s %14.2f %12s %8s %14s\n", v.c_str(), 1e6 * m / p.iters,
+      std::printf("%-16s %14.2f %12s %8s %14s %10s\n", v.c_str(), 1e6 * m / p.iters,
                   base > 0 ? (std::to_string(base / m).substr(0, 5) + "x").c_str() : "-",
                   ov >= 0 ? (std::to_string(100 * ov).substr(0, 4) + "%").c_str() : "-",
-                  rs != runtime_seconds.end() ? std::to_string(1e6 * rs->second / p.iters).substr(0, 6).c_str() : "-");
+                  per_iteration(runtime_seconds, v).c_str(), per_iteration(mpi_seconds, v).c_str());
     }
     if (p.check) std::printf("check: %s\n", any_bad ? "MISMATCH" : "every variant matches the serial reference");
   }
