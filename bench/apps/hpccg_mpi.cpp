@@ -7,8 +7,9 @@
 //                    on the main thread between the iterations' task phases.
 //   weft-graph       MPI inside the task graph (weft/mpi.hpp): receives, sends and the two allreduces are tasks
 //                    ordered by their data; no taskwait in the loop. Interior SpMV blocks overlap the plane
-//                    exchange, the x update overlaps the allreduces, and the next iteration's exchange starts
-//                    as soon as its boundary blocks of p are updated.
+//                    exchange, a block's SpMV starts as soon as its own and its neighbours' blocks of p are
+//                    updated (no barrier between the phases), and the next iteration's exchange starts as soon
+//                    as its boundary blocks of p are.
 //   weft-taskiter    the same graph recorded once by taskiter (unroll(2): p and the scalars alternate between
 //                    two buffers), replayed every iteration with fresh requests.
 //
@@ -28,9 +29,11 @@
 //   exchange the boundary planes of p_k     receives into the ghost planes, sends from the first/last plane
 //   Ap    = A p_k, partial p.Ap             per block (fused: one pass)
 //   p.Ap  = sum of the partials in block order, then summed over the ranks
-//   r    -= alpha Ap, partial r.r           per block (fused)
+//   r    -= alpha Ap, partial r.r, x += alpha p_k   per block (one pass)
 //   r.r   = likewise
-//   x    += alpha p_k                       per block (needed only at the end: it fills the waits)
+// (x could be updated by separate tasks: nothing reads it before the end, so they could fill the waits for the
+// allreduces. Measured here they did not pay: the allreduces of 2-3 ranks on one machine take microseconds, and
+// at fine grain the extra task per block cost more than they filled.)
 // Dot products: every block writes its partial sum into its slot, one task adds the slots in block order, and
 // the ranks' sums are combined by an allreduce of a vector with one slot per rank (this rank's sum in its slot,
 // zeros elsewhere: adding zeros is exact, so the result is every rank's sum, whatever order MPI adds in), added
@@ -111,7 +114,9 @@ struct Cg {
   std::vector<std::int32_t> col;
   std::vector<double> val;
   std::vector<double> b, x, r, ap;
-  std::vector<double> p[2];            // p_k in p[k & 1], with ghost planes; p_{k-1} in the other
+  // p_k in p[k & 1], with ghost planes; p_{k-1} in the other. Two buffers: the receives of an iteration's ghost
+  // planes then wait only for the SpMV of two iterations before, not of the previous one.
+  std::vector<double> p[2];
   std::vector<double> pap_part, rr_part;  // per-block partial sums
   Dot pap[2], rr[2];                   // p.Ap of iteration k in pap[k & 1]; r.r_k in rr[k & 1]
   std::vector<double> norm;            // residual norm after each iteration
@@ -360,22 +365,22 @@ void spawn_iteration(weft::Context& cx, Cg& c, int q, Iteration iteration) {
            },
            weft::inout(c.pap_group), weft::inout(c.collective), weft::inout(c.pap[q]), weft::priority(1),
            weft::label("allreduce-pAp"));
-  // r and r.r_{k+1}: on the critical path.
+  // r, its partial r.r_{k+1}, and x.
   for (int blk = 0; blk <= last; ++blk)
-    cx.spawn([&c, q, blk] { c.update_r(q, blk); }, weft::in(*c.at(c.ap, blk)), weft::inout(*c.at(c.r, blk)),
-             weft::in(c.pap[q]), weft::in(c.rr[q]), weft::in(c.rr_group), weft::label("update-r"));
+    cx.spawn(
+        [&c, q, blk] {
+          c.update_r(q, blk);
+          c.update_x(q, blk);
+        },
+        weft::in(*c.at(c.ap, blk)), weft::inout(*c.at(c.r, blk)), weft::in(*c.pblk(q, blk)),
+        weft::inout(*c.at(c.x, blk)), weft::in(c.pap[q]), weft::in(c.rr[q]), weft::in(c.rr_group),
+        weft::label("update-r-x"));
   cx.spawn([&c, s](weft::Context& t) {
              c.gather(c.rr_part, c.rr[s]);
              weft::mpi::iallreduce(t, c.rr[s].mine.data(), c.rr[s].all.data(), c.ranks, MPI_SUM, c.comm);
            },
            weft::inout(c.rr_group), weft::inout(c.collective), weft::inout(c.rr[s]), weft::priority(1),
            weft::label("allreduce-rr"));
-  // x: read by nothing until the end, so it only fills the time the workers would wait for the allreduces
-  // (low priority). It must be done before p[q] is overwritten two iterations later, and before r.r_{k+2}
-  // reuses rr[q].
-  for (int blk = 0; blk <= last; ++blk)
-    cx.spawn([&c, q, blk] { c.update_x(q, blk); }, weft::in(*c.pblk(q, blk)), weft::inout(*c.at(c.x, blk)),
-             weft::in(c.pap[q]), weft::in(c.rr[q]), weft::priority(-1), weft::label("update-x"));
   cx.spawn([&c, iteration](weft::Context& t) { c.record(iteration(t)); }, weft::in(c.rr[s]), weft::label("record"));
 }
 
