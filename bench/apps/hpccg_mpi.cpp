@@ -39,7 +39,9 @@
 // zeros elsewhere: adding zeros is exact, so the result is every rank's sum, whatever order MPI adds in), added
 // in rank order. The dot products, hence alpha, beta and every vector, are then bit-identical in every variant,
 // on any number of ranks, and equal to the serial computation, which groups its sums the same way. (weft's
-// task reductions, weft::reduction, combine private copies in an unspecified order: not reproducible.)
+// task reductions, weft::reduction, combine private copies in an unspecified order: not reproducible.) The
+// vector grows with the ranks: nothing for the few ranks here; a large job would reduce one value per dot
+// product and compare the variants within a tolerance.
 //
 //   mpirun -np 2 weft-hpccg-mpi [--nx=64] [--ny=64] [--nz=64] [--block=4] [--iters=50] [--workers=1]
 //                               [--reps=5] [--variant=all|mpi-for,weft-graph,...] [--check]
