@@ -408,7 +408,7 @@ int main(int argc, char** argv) {
       runtime_seconds[v] = prof.total.overhead_seconds;
       for (const weft::CounterSection& sec : prof.counters)
         for (const weft::Counter& c : sec.counters)
-          if (sec.name == "mpi_requests" && c.name == "time_in_mpi" && overlaps.count(v)) mpi_seconds[v] = c.seconds;
+          if (sec.name == "mpi_requests" && c.name == "mpi_s" && overlaps.count(v)) mpi_seconds[v] = c.seconds;
     }
   int any_bad = 0;
   MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -427,7 +427,7 @@ int main(int argc, char** argv) {
     // thread).
     // runtime us/it (rank 0's, one profiled repetition): worker time in the runtime per iteration, summed over
     // the workers (weft::Profile: overhead_seconds); MPI us/it: in weft's MPI calls, posts inside task bodies
-    // (work time) and tests by busy (overhead) and idle workers (the profile's mpi_requests time_in_mpi; "-"
+    // (work time) and tests by busy (overhead) and idle workers (the profile's mpi_requests mpi_s; "-"
     // for the variants whose MPI calls are the program's own).
     auto per_iteration = [&](const std::map<std::string, double>& m, const std::string& v) {
       const auto it = m.find(v);

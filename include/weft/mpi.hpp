@@ -47,7 +47,12 @@
 //   not a taskiter body itself (weft::taskiter_error, as for Event).
 // * Collectives: MPI requires the collectives of one communicator to be posted in the same order on every
 //   rank. Tasks run in any order their dependencies allow, so order the tasks that post collectives on one
-//   communicator through a common access (e.g. weft::inout(comm) on the MPI_Comm variable each of them names).
+//   communicator through a common access: a variable of the program's standing for that order (e.g. `char
+//   collectives;` and weft::inout(collectives) on each of them; not the MPI_Comm variable itself, which is a
+//   pointer under Open MPI, and accesses refuse pointers).
+// * Failures: an exception reaches Runtime::run on its own rank only; the other ranks' operations that wait
+//   for that rank never complete. Catch it and end the job (MPI_Abort). Destroy every Runtime before
+//   MPI_Finalize.
 // * Do not call blocking MPI (MPI_Recv, MPI_Wait, MPI_Barrier, blocking collectives) inside a task: it blocks
 //   the worker, and with one worker per rank a receive posted before its matching send on another rank can
 //   then deadlock the job. Everything here is non-blocking.
@@ -153,7 +158,8 @@ template <class F>
 decltype(auto) serialized(F&& f);
 
 /// Counters of this process (all runtimes), since it started. Also in the profile (WEFT_PROFILE), section
-/// "mpi_requests", per run, with time_in_mpi also per thread ("time_in_mpi.worker<i>", "time_in_mpi.comm_thread").
+/// "mpi_requests", per run, under the names of these fields without "_seconds" ("mpi_s", "outstanding_s",
+/// "worker_s", "idle_s"), with mpi_s also per thread ("mpi_s.worker<i>", "mpi_s.comm_thread").
 /// The trace (WEFT_TRACE) shows each request as an async span, category "mpi", from
 /// its post to its completion, with args "task" (the id of its task's span), "peer" and "bytes", on the track of
 /// the thread that completed it.

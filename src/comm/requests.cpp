@@ -122,16 +122,18 @@ class RequestPoller final : public wd::Engine::Service {
       auto seconds = [&](const char* name, const std::atomic<std::uint64_t>& v) {
         out.push_back({name, true, 0, 1e-9 * static_cast<double>(v.load(std::memory_order_relaxed))});
       };
+      // The names of weft::mpi::Stats's fields, seconds as "_s" (the profile's rule).
       count("requests_bound", bound_);
       count("requests_completed", completed_);
-      seconds("time_in_mpi", mpi_ns_);
-      seconds("time_outstanding", outstanding_ns_);
-      seconds("worker_time_outstanding", worker_ns_);
-      seconds("idle_time_outstanding", idle_ns_);
+      count("polls", polls_);
+      seconds("mpi_s", mpi_ns_);
+      seconds("outstanding_s", outstanding_ns_);
+      seconds("worker_s", worker_ns_);
+      seconds("idle_s", idle_ns_);
       // Per thread: worker i, and the communication thread (the last, when there is one).
       for (std::size_t i = 0; i < threads_; ++i)
-        seconds(i < engine_.options.num_threads ? ("time_in_mpi.worker" + std::to_string(i)).c_str()
-                                                : "time_in_mpi.comm_thread",
+        seconds(i < engine_.options.num_threads ? ("mpi_s.worker" + std::to_string(i)).c_str()
+                                                : "mpi_s.comm_thread",
                 thread_mpi_ns_[i]);
     });
   }
@@ -228,7 +230,7 @@ class RequestPoller final : public wd::Engine::Service {
       const int rc = MPI_Testsome(n, requests_.data() + cursor_, &outcount, index.data(), status.data());
       const Clock::time_point after = Clock::now();
       count_mpi_ns(ns_between(now, after));
-      g_polls.fetch_add(1, std::memory_order_relaxed);
+      bump(g_polls, polls_, 1);
       if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
         // The test itself failed (not one request): fail every request of the window, which MPI may have
         // left in any state; weft cannot tell which completed.
@@ -301,7 +303,8 @@ class RequestPoller final : public wd::Engine::Service {
   const std::size_t threads_;  // the engine's threads: workers, then the communication thread if any
   std::unique_ptr<std::atomic<std::uint64_t>[]> thread_mpi_ns_;  // time in MPI per thread (relaxed counters)
   std::uint64_t counters_id_ = 0;
-  std::atomic<std::uint64_t> bound_{0}, completed_{0}, mpi_ns_{0}, outstanding_ns_{0}, worker_ns_{0}, idle_ns_{0};
+  std::atomic<std::uint64_t> bound_{0}, completed_{0}, polls_{0}, mpi_ns_{0}, outstanding_ns_{0}, worker_ns_{0},
+      idle_ns_{0};
   Clock::time_point last_poll_{};  // under polling_
   // Communication intervals started and ended so far: odd while one runs (relaxed: a worker reading an old
   // value counts a stretch of idle time of one poll less or more).
