@@ -284,13 +284,18 @@ int main(int argc, char** argv) {
     mpi::gather_run_marks(app, rank);
     if (rank == 0) app.report_timing(elapsed);
     if (app.verbose > 0) {
-      // After the summary, so that scripts parsing it are not disturbed; one line per rank.
+      // After the summary, so that scripts parsing it are not disturbed; one line per rank, written at once so
+      // that the ranks' lines do not interleave.
       const weft::Stats s = rt.stats();
       const weft::mpi::Stats m = weft::mpi::stats();
-      std::printf("weft (rank %d): tasks %llu, stolen %llu, requests %llu, polls %llu, overlap %.2f\n", rank,
-                  static_cast<unsigned long long>(s.tasks_executed), static_cast<unsigned long long>(s.tasks_stolen),
-                  static_cast<unsigned long long>(m.requests_completed), static_cast<unsigned long long>(m.polls),
-                  m.overlap());
+      std::fflush(stdout);
+      char line[256];
+      std::snprintf(line, sizeof line, "weft (rank %d): tasks %llu, stolen %llu, requests %llu, polls %llu, overlap %.2f\n",
+                    rank, static_cast<unsigned long long>(s.tasks_executed),
+                    static_cast<unsigned long long>(s.tasks_stolen), static_cast<unsigned long long>(m.requests_completed),
+                    static_cast<unsigned long long>(m.polls), m.overlap());
+      std::fputs(line, stdout);
+      std::fflush(stdout);
     }
   }
   MPI_Finalize();
