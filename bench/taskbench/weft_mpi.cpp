@@ -8,11 +8,13 @@
 //
 //   mpirun -np <ranks> taskbench-weft-mpi <flags> [-workers W]   (rank 0 prints; default W: the rank's cores)
 //
-// Buffers: each point's output rotates over `gens` generations (as in taskbench-weft), and so does each receive
-// buffer, one per (local consumer, remote producer) pair that any dependence set has: receives of one pair that
-// share a buffer are then ordered (each writes what the previous one's reader has read), and so are the sends
-// of one output generation (the producer's next write of it waits for the send task, which ends with the send).
-// Tags: a message is named by its producer's and consumer's offsets in their blocks and by the producer's
+// Buffers: each point's output rotates over `gens` generations (as in taskbench-weft: enough that a write's
+// earlier readers have almost always finished when it is spawned), each receive buffer, one per (local consumer,
+// remote producer) pair that any dependence set has, over kRecvGens (3: a receive is posted at most about two
+// timesteps ahead, so that few requests wait in weft's polls); `gens` is a multiple of kRecvGens. Receives of one
+// pair that share a buffer are ordered (each writes what the previous one's reader has read), and so are the
+// sends of one output generation (the producer's next write of it waits for the send task, which ends with the
+// send). Tags: a message is named by its producer's and consumer's offsets in their blocks and by the producer's
 // timestep modulo `gens`, on a communicator per graph. Two messages of one tag between two ranks are therefore
 // t and t + k*gens of one pair: their sends are posted in that order and so are their receives (above), and MPI
 // matches them in order, whatever order the other tasks are posted in.
@@ -45,6 +47,13 @@ namespace {
 using namespace taskbench;
 
 constexpr const char* kSystem = "weft-mpi";
+
+/// Generations of each receive buffer: a receive is posted only once the reader of the buffer's previous use
+/// has run, so at most about this many timesteps ahead. Few on purpose: every posted receive is a request that
+/// weft's polls test, and with one per timestep of the throttling window outstanding (taskbench-weft's count of
+/// generations) 2 ranks x 1 worker took 1.7x the time on stencil_1d at -iter 1, 1.4x at -iter 1024 and 1.05x at
+/// -iter 16384 (1000 steps, medians of 5 runs on 2 cores).
+constexpr long kRecvGens = 3;
 
 /// A wrong output on purpose (TASKBENCH_WEFT_MPI_FAULT=graph:t:point): task (t, point) of graph `graph` writes
 /// (t, point + 1) as its first record.
@@ -86,6 +95,7 @@ class RankGraph {
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     gens = std::max(3L, std::min(wanted_gens, (static_cast<long>(tag_ub) + 1) / pairs));
+    gens = gens / kRecvGens * kRecvGens;  // a multiple of kRecvGens: see the top of this file
     outputs = OutputBuffers(g, gens);
     MPI_Comm_dup(MPI_COMM_WORLD, &comm.c);
     if (fault.graph == graph_index) fault_ = fault;
@@ -104,7 +114,7 @@ class RankGraph {
     }
     // Receive buffers a cache line apart, each named by its own start address.
     recv_stride_ = (g.output_bytes + 63) / 64 * 64;
-    recv_.assign(remote_.size() * static_cast<std::size_t>(gens) * recv_stride_ + 64, 0);
+    recv_.assign(remote_.size() * static_cast<std::size_t>(kRecvGens) * recv_stride_ + 64, 0);
     recv_base_ = recv_.data() + (64 - reinterpret_cast<std::uintptr_t>(recv_.data()) % 64) % 64;
   }
 
@@ -114,7 +124,7 @@ class RankGraph {
     const auto first = remote_.begin() + static_cast<std::ptrdiff_t>(remote_start_[c]);
     const auto last = remote_.begin() + static_cast<std::ptrdiff_t>(remote_start_[c + 1]);
     const std::size_t pair = static_cast<std::size_t>(std::lower_bound(first, last, producer) - remote_.begin());
-    return recv_base_ + (pair * static_cast<std::size_t>(gens) + static_cast<std::size_t>(s % gens)) * recv_stride_;
+    return recv_base_ + (pair * static_cast<std::size_t>(kRecvGens) + static_cast<std::size_t>(s % kRecvGens)) * recv_stride_;
   }
   int owner(long point) const { return mpi::owner_of(point, graph->max_width, ranks_); }
   /// The tag of the message from `producer` (timestep s) to `consumer` (see the top of this file).
