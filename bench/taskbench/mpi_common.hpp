@@ -1,17 +1,20 @@
-// What the Task Bench programs that run on several MPI processes share (taskbench-mpi, taskbench-mpi-nonblock, and
-// taskbench-weft-flow under mpirun), besides launcher.hpp: the command line parsed on every rank with only rank
+// What the Task Bench programs that run on several MPI processes share (taskbench-mpi, taskbench-mpi-nonblock,
+// taskbench-weft-mpi, and taskbench-weft-flow under mpirun), besides launcher.hpp: the command line parsed on every rank with only rank
 // 0's messages shown, the exactly-once marks gathered on rank 0, and failures that end the whole job.
 #pragma once
 
 #include <mpi.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -106,6 +109,22 @@ inline std::pair<int, int> start_job(int& argc, char**& argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   abort_job_on_failure(rank);
   return {rank, ranks};
+}
+
+/// -workers by default for a program of weft workers on several processes: the cores this rank may use, not all
+/// of the machine's (which every rank of the node would take, and which a rank bound to one core would run on
+/// that core). Those the launcher bound it to; unbound, the machine's shared by the ranks of this node.
+/// Collective (after MPI_Init).
+inline int default_workers_per_rank() {
+  cpu_set_t mask;
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < hardware) return std::max(1, CPU_COUNT(&mask));
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  return std::max(1, hardware / local);
 }
 
 }  // namespace taskbench::mpi

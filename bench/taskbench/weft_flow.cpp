@@ -2,14 +2,11 @@
 // holds main() and the single-process instantiation; the several-process ones (Packet outputs) are compiled
 // apart, in weft_flow_ranks.cpp: in this file they made GCC inline less of the single-process graph (5% more
 // instructions per task, callgrind), which must cost exactly what it did before they existed.
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <thread>
 
 #include "core/core.hpp"
 #include "launcher.hpp"
@@ -65,22 +62,6 @@ Fault fault_from_environment(bool several) {
   return f;
 }
 
-#ifdef TASKBENCH_WEFT_FLOW_MPI
-/// -workers by default on several processes: the cores this rank may use, not all of the machine's (which
-/// every rank of the node would take, and which a rank bound to one core would run on that core). Those the
-/// launcher bound it to; unbound, the machine's shared by the ranks of this node.
-int default_workers_per_rank() {
-  cpu_set_t mask;
-  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < hardware) return std::max(1, CPU_COUNT(&mask));
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 1;
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
-  return std::max(1, hardware / local);
-}
-#endif
 
 }  // namespace
 
@@ -118,7 +99,7 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &job.ranks);
     taskbench::mpi::abort_job_on_failure(job.rank);
-    if (!app.workers_given) app.workers = default_workers_per_rank();
+    if (!app.workers_given) app.workers = taskbench::mpi::default_workers_per_rank();
   }
 #endif
 #ifdef TASKBENCH_WEFT_FLOW_MPI

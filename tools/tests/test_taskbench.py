@@ -152,6 +152,25 @@ class Commands(unittest.TestCase):
                                     "/b/taskbench-weft-flow"])
         self.assertEqual(argv[7:], ["-steps", "1", "-width", "2", "-type", "trivial", "-workers", "3"])
 
+    def test_mpi_program_of_workers(self):
+        # taskbench-weft-mpi: NAME@mpi is one rank per core as for any such program; the bare name is one rank of
+        # one worker per core, under mpirun too, pinned by weft as the thread-based systems are.
+        p = taskbench.Pattern(steps=5)
+        argv, env = taskbench.command("/b", "weft-mpi@mpi", 2, p, 1)
+        self.assertEqual(argv[:5], ["mpirun", "-np", "2", "--oversubscribe", "/b/taskbench-weft-mpi"])
+        self.assertEqual(argv[-2:], ["-workers", "1"])
+        self.assertEqual(env["WEFT_BIND"], "none")
+        argv, env = taskbench.command("/b", "weft-mpi", 2, p, 1)
+        self.assertEqual(argv[:7], ["mpirun", "-np", "1", "--oversubscribe", "--bind-to", "none",
+                                    "/b/taskbench-weft-mpi"])
+        self.assertEqual(argv[-2:], ["-workers", "2"])
+        self.assertEqual(env["OMPI_ALLOW_RUN_AS_ROOT"], "1")
+        self.assertEqual(taskbench.system_kind("weft-mpi"), "rank")
+        self.assertTrue(taskbench.uses_mpirun("weft-mpi"))
+        self.assertEqual([c for c in range(1, 4) if taskbench.runs_on("weft-mpi", c)], [1, 2, 3])
+        self.assertEqual(taskbench.order_systems(["weft-mpi", "mpi", "weft-mpi@mpi", "weft-flow@mpi"]),
+                         ["mpi", "weft-flow@mpi", "weft-mpi@mpi", "weft-mpi"])
+
     def test_ranks_names(self):
         self.assertEqual(taskbench.parse_ranks_system("weft-flow@mpi"), ("weft-flow", 1))
         self.assertEqual(taskbench.parse_ranks_system("weft-flow@mpi:4"), ("weft-flow", 4))
@@ -209,6 +228,12 @@ class Discovery(unittest.TestCase):
             os.chmod(path, stat.S_IRWXU)
             self.assertEqual(taskbench.discover_systems(d), ["weft", "weft-flow", "serial", "mpi", "weft-flow@mpi",
                                                              "zeta"])
+            path = os.path.join(d, "taskbench-weft-mpi")
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(path, stat.S_IRWXU)
+            self.assertEqual(taskbench.discover_systems(d), ["weft", "weft-flow", "serial", "mpi", "weft-flow@mpi",
+                                                             "weft-mpi@mpi", "weft-mpi", "zeta"])
         self.assertEqual(taskbench.discover_systems("/nonexistent/dir"), [])
 
 

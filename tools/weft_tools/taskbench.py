@@ -15,8 +15,8 @@ import shlex
 # Systems in the order tables and plots list them; executables found in a build directory but not listed here
 # come after these, alphabetically.
 KNOWN_SYSTEMS = (
-    "weft", "weft-taskiter", "weft-flow", "serial", "mpi", "mpi-nonblock", "weft-flow@mpi",
-    "omp-for-gcc", "omp-task-gcc", "omp-for-clang", "omp-task-clang", "tbb",
+    "weft", "weft-taskiter", "weft-flow", "serial", "mpi", "mpi-nonblock", "weft-flow@mpi", "weft-mpi@mpi",
+    "weft-mpi", "omp-for-gcc", "omp-task-gcc", "omp-for-clang", "omp-task-clang", "tbb",
 )
 EXECUTABLE_PREFIX = "taskbench-"
 
@@ -24,6 +24,11 @@ EXECUTABLE_PREFIX = "taskbench-"
 # NAME@mpi is taskbench-NAME under mpirun with one rank per core and one worker per rank, as taskbench-mpi runs;
 # NAME@mpi:W gives each rank W workers (cores / W ranks: a multiple of W cores, at least two ranks).
 RANKS_SUFFIX = "@mpi"
+
+# Programs that are MPI programs of weft workers whatever their rank count (taskbench-weft-mpi: MPI + tasks): as
+# NAME@mpi[:W] they run like any such system; the bare NAME is one rank of one worker per core, under mpirun
+# (-np 1 --bind-to none), the same program with every point local.
+MPI_PROGRAMS = ("weft-mpi",)
 
 # Environment OpenMPI needs to start as root (containers, CI); harmless otherwise.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -113,10 +118,12 @@ def parse_summary(text: str) -> Summary:
 # --- systems ------------------------------------------------------------------------------------------------
 
 def system_kind(name: str) -> str:
-    """'mpi' (ranks started by mpirun), 'ranks' (NAME@mpi: workers on ranks started by mpirun), 'serial' (one
-    core only) or 'threads' (-workers N)."""
+    """'mpi' (ranks started by mpirun), 'ranks' (NAME@mpi: workers on ranks started by mpirun), 'rank' (one rank
+    of -workers N started by mpirun: an MPI_PROGRAMS name), 'serial' (one core only) or 'threads' (-workers N)."""
     if RANKS_SUFFIX in name:
         return "ranks"
+    if name in MPI_PROGRAMS:
+        return "rank"
     if name == "mpi" or name.startswith("mpi-"):
         return "mpi"
     if name == "serial":
@@ -125,7 +132,7 @@ def system_kind(name: str) -> str:
 
 
 def uses_mpirun(name: str) -> bool:
-    return system_kind(name) in ("mpi", "ranks")
+    return system_kind(name) in ("mpi", "ranks", "rank")
 
 
 def parse_ranks_system(name: str) -> tuple[str, int]:
@@ -230,6 +237,10 @@ def command(bin_dir: str, system: str, cores: int, pattern: Pattern, iterations:
         return [*mpirun, "-np", str(cores), "--oversubscribe", exe, *flags], dict(MPI_ENV)
     if kind == "ranks":
         return ranks_command(mpirun, exe, system, cores, flags)
+    if kind == "rank":
+        # One process: weft's own pinning (worker i to core i) applies, as for the thread-based systems.
+        argv = [*mpirun, "-np", "1", "--oversubscribe", "--bind-to", "none", exe, *flags, "-workers", str(cores)]
+        return argv, dict(MPI_ENV) | bind_env(system)
     if kind == "serial" and cores != 1:
         raise ValueError("serial runs on one core only")
     return [exe, *flags, "-workers", str(cores)], bind_env(system)
