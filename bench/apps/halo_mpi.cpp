@@ -49,6 +49,8 @@
 #include <string>
 #include <vector>
 
+#include "mpi_app.hpp"
+
 namespace {
 
 struct Params {
@@ -60,19 +62,6 @@ struct Params {
 
 int g_rank = 0, g_size = 1;
 thread_local volatile double g_sink = 0;  // keeps the synthetic extra work (--imbalance) from being optimised out
-
-[[noreturn]] void usage_error(const std::string& what) {
-  if (g_rank == 0) std::fprintf(stderr, "weft-halo-mpi: %s (see the top of bench/apps/halo_mpi.cpp)\n", what.c_str());
-  MPI_Finalize();
-  std::exit(2);
-}
-
-int parse_int(const std::string& arg, const std::string& value, int lo) {
-  char* end = nullptr;
-  const long v = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || v < lo || v > (1 << 24)) usage_error("bad value in " + arg);
-  return static_cast<int>(v);
-}
 
 // One rank's state: two grids (the source and destination alternate), each with a ghost row above and below.
 struct Halo {
@@ -314,32 +303,21 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   Params p;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    const auto eq = arg.find('=');
-    const std::string key = arg.substr(0, eq), value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (key == "--rows") p.rows = parse_int(arg, value, 1);
-    else if (key == "--cols") p.cols = parse_int(arg, value, 3);
-    else if (key == "--block") p.block = parse_int(arg, value, 1);
-    else if (key == "--iters") p.iters = parse_int(arg, value, 1);
-    else if (key == "--workers") p.workers = parse_int(arg, value, 1);
-    else if (key == "--reps") p.reps = parse_int(arg, value, 1);
-    else if (key == "--imbalance") p.imbalance = parse_int(arg, value, 0);
-    else if (key == "--check" && eq == std::string::npos) p.check = true;
-    else if (key == "--variant") {
-      std::size_t s = 0;
-      while (s <= value.size()) {
-        const std::size_t e = std::min(value.find(',', s), value.size());
-        p.variants.push_back(value.substr(s, e - s));
-        s = e + 1;
-      }
-    } else usage_error("unknown option " + arg);
-  }
-  if (p.rows % p.block != 0) usage_error("--rows must be a multiple of --block");
-  const std::vector<std::string> all = {"mpi-for", "weft-bracketed", "weft-graph", "weft-taskiter", "weft-update"};
-  if (p.variants.empty() || (p.variants.size() == 1 && p.variants[0] == "all")) p.variants = all;
-  for (const auto& v : p.variants)
-    if (std::find(all.begin(), all.end(), v) == all.end()) usage_error("unknown variant " + v);
+  mpi_app::CommandLine cli("weft-halo-mpi", "bench/apps/halo_mpi.cpp");
+  cli.parse(argc, argv, [&](const std::string& arg, const std::string& key, const std::string& value, bool has_value) {
+    if (key == "--rows") p.rows = cli.integer(arg, value, 1);
+    else if (key == "--cols") p.cols = cli.integer(arg, value, 3);
+    else if (key == "--block") p.block = cli.integer(arg, value, 1);
+    else if (key == "--iters") p.iters = cli.integer(arg, value, 1);
+    else if (key == "--workers") p.workers = cli.integer(arg, value, 1);
+    else if (key == "--reps") p.reps = cli.integer(arg, value, 1);
+    else if (key == "--imbalance") p.imbalance = cli.integer(arg, value, 0);
+    else if (key == "--check" && !has_value) p.check = true;
+    else return false;
+    return true;
+  });
+  if (p.rows % p.block != 0) cli.usage_error("--rows must be a multiple of --block");
+  p.variants = cli.variants({"mpi-for", "weft-bracketed", "weft-graph", "weft-taskiter", "weft-update"});
 
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
@@ -348,7 +326,7 @@ int main(int argc, char** argv) {
   try {
     o = weft::Options::from_environment();  // WEFT_COMM_THREAD and the others; --workers decides the count
   } catch (const weft::config_error& e) {
-    usage_error(e.what());
+    cli.usage_error(e.what());
   }
   o.num_threads = static_cast<unsigned>(p.workers);
   weft::Runtime rt(o);
@@ -372,31 +350,10 @@ int main(int argc, char** argv) {
       {"weft-update", [&] { run_weft_update(h, prt); }},
   };
   std::map<std::string, double> runtime_seconds, mpi_seconds;
-  int bad = 0;
   Reference ref;
   if (p.check) ref = serial_reference(p);
-  std::map<std::string, std::vector<double>> times, overlaps;
-  for (int rep = 0; rep < (p.check ? 1 : p.reps + 1); ++rep) {  // the first round warms up (not counted)
-    for (std::size_t k = 0; k < p.variants.size(); ++k) {
-      const std::string& v = p.variants[(k + static_cast<std::size_t>(rep)) % p.variants.size()];  // interleaved
-      h.reset();
-      MPI_Barrier(MPI_COMM_WORLD);
-      const weft::mpi::Stats before = weft::mpi::stats();
-      const auto t0 = std::chrono::steady_clock::now();
-      run.at(v)();
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const weft::mpi::Stats after = weft::mpi::stats();
-      if (after.requests_bound != before.requests_bound) {  // the variants with MPI inside tasks
-        weft::mpi::Stats d;
-        d.worker_seconds = after.worker_seconds - before.worker_seconds;
-        d.idle_seconds = after.idle_seconds - before.idle_seconds;
-        if (rep > 0 || p.check) overlaps[v].push_back(d.overlap());
-      }
-      if (p.check) bad += matches(h, ref, v) ? 0 : 1;
-      if (rep > 0 || p.check) times[v].push_back(s);
-    }
-  }
+  const mpi_app::Measured m = mpi_app::run_variants(
+      p.variants, p.reps, p.check, run, [&] { h.reset(); }, [&](const std::string& v) { return matches(h, ref, v); });
   if (!p.check)
     for (const auto& v : p.variants) {
       if (!profiled.count(v)) continue;
@@ -408,20 +365,17 @@ int main(int argc, char** argv) {
       runtime_seconds[v] = prof.total.overhead_seconds;
       for (const weft::CounterSection& sec : prof.counters)
         for (const weft::Counter& c : sec.counters)
-          if (sec.name == "mpi_requests" && c.name == "mpi_s" && overlaps.count(v)) mpi_seconds[v] = c.seconds;
+          if (sec.name == "mpi_requests" && c.name == "mpi_s" && m.overlaps.count(v)) mpi_seconds[v] = c.seconds;
     }
   int any_bad = 0;
-  MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&m.mismatches, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (g_rank == 0) {
     std::printf("# weft-halo-mpi: %d ranks x %d workers, %d x %d points per rank, blocks of %d rows (%d tasks of "
                 "%d points), %d iterations, imbalance %d%%%s\n",
                 g_size, p.workers, p.rows, p.cols, p.block, p.rows / p.block, p.block * p.cols, p.iters,
                 p.imbalance, p.check ? ", checked against the serial reference" : "");
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    const double base = times.count("weft-bracketed") ? median(times["weft-bracketed"]) : 0;
+    const auto bracketed = m.seconds.find("weft-bracketed");
+    const double base = bracketed != m.seconds.end() ? mpi_app::median(bracketed->second) : 0;
     // overlap (rank 0's): the share of the time requests were outstanding during which the workers ran tasks
     // (weft::mpi::Stats::overlap; "-" for the variants that do not bind requests, or with a communication
     // thread).
@@ -429,19 +383,17 @@ int main(int argc, char** argv) {
     // the workers (weft::Profile: overhead_seconds); MPI us/it: in weft's MPI calls, posts inside task bodies
     // (work time) and tests by busy (overhead) and idle workers (the profile's mpi_requests mpi_s; "-"
     // for the variants whose MPI calls are the program's own).
-    auto per_iteration = [&](const std::map<std::string, double>& m, const std::string& v) {
-      const auto it = m.find(v);
-      return it != m.end() ? std::to_string(1e6 * it->second / p.iters).substr(0, 6) : std::string("-");
+    auto per_iteration = [&](const std::map<std::string, double>& secs, const std::string& v) {
+      const auto it = secs.find(v);
+      return it != secs.end() ? std::to_string(1e6 * it->second / p.iters).substr(0, 6) : std::string("-");
     };
     std::printf("%-16s %14s %12s %8s %14s %10s\n", "variant", "us/iteration", "vs bracketed", "overlap",
                 "runtime us/it", "MPI us/it");
     for (const auto& v : p.variants) {
-      const double m = median(times[v]);
-      const double ov = overlaps.count(v) ? median(overlaps[v]) : -1;
-      std::printf("%-16s %14.2f %12s %8s %14s %10s\n", v.c_str(), 1e6 * m / p.iters,
-                  base > 0 ? (std::to_string(base / m).substr(0, 5) + "x").c_str() : "-",
-                  ov >= 0 ? (std::to_string(100 * ov).substr(0, 4) + "%").c_str() : "-",
-                  per_iteration(runtime_seconds, v).c_str(), per_iteration(mpi_seconds, v).c_str());
+      const double t = mpi_app::median(m.seconds.at(v));
+      std::printf("%-16s %14.2f %12s %8s %14s %10s\n", v.c_str(), 1e6 * t / p.iters, mpi_app::ratio(base, t).c_str(),
+                  mpi_app::overlap(m, v).c_str(), per_iteration(runtime_seconds, v).c_str(),
+                  per_iteration(mpi_seconds, v).c_str());
     }
     if (p.check) std::printf("check: %s\n", any_bad ? "MISMATCH" : "every variant matches the serial reference");
   }

@@ -74,6 +74,8 @@
 #include <string>
 #include <vector>
 
+#include "mpi_app.hpp"
+
 namespace {
 
 struct Params {
@@ -83,20 +85,6 @@ struct Params {
 };
 
 int g_rank = 0, g_size = 1;
-
-[[noreturn]] void usage_error(const std::string& what) {
-  if (g_rank == 0)
-    std::fprintf(stderr, "weft-hpccg-mpi: %s (see the top of bench/apps/hpccg_mpi.cpp)\n", what.c_str());
-  MPI_Finalize();
-  std::exit(2);
-}
-
-int parse_int(const std::string& arg, const std::string& value, int lo) {
-  char* end = nullptr;
-  const long v = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || v < lo || v > (1 << 24)) usage_error("bad value in " + arg);
-  return static_cast<int>(v);
-}
 
 // A global dot product: the per-rank sums as a vector with one slot per rank (see the top of the file).
 struct Dot {
@@ -522,36 +510,25 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   Params o;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    const auto eq = arg.find('=');
-    const std::string key = arg.substr(0, eq), value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (key == "--nx") o.nx = parse_int(arg, value, 1);
-    else if (key == "--ny") o.ny = parse_int(arg, value, 1);
-    else if (key == "--nz") o.nz = parse_int(arg, value, 1);
-    else if (key == "--block") o.block = parse_int(arg, value, 1);
-    else if (key == "--iters") o.iters = parse_int(arg, value, 1);
-    else if (key == "--workers") o.workers = parse_int(arg, value, 1);
-    else if (key == "--reps") o.reps = parse_int(arg, value, 1);
-    else if (key == "--check" && eq == std::string::npos) o.check = true;
-    else if (key == "--variant") {
-      std::size_t s = 0;
-      while (s <= value.size()) {
-        const std::size_t e = std::min(value.find(',', s), value.size());
-        o.variants.push_back(value.substr(s, e - s));
-        s = e + 1;
-      }
-    } else usage_error("unknown option " + arg);
-  }
-  if (o.nz % o.block != 0) usage_error("--nz must be a multiple of --block (planes per task)");
+  mpi_app::CommandLine cli("weft-hpccg-mpi", "bench/apps/hpccg_mpi.cpp");
+  cli.parse(argc, argv, [&](const std::string& arg, const std::string& key, const std::string& value, bool has_value) {
+    if (key == "--nx") o.nx = cli.integer(arg, value, 1);
+    else if (key == "--ny") o.ny = cli.integer(arg, value, 1);
+    else if (key == "--nz") o.nz = cli.integer(arg, value, 1);
+    else if (key == "--block") o.block = cli.integer(arg, value, 1);
+    else if (key == "--iters") o.iters = cli.integer(arg, value, 1);
+    else if (key == "--workers") o.workers = cli.integer(arg, value, 1);
+    else if (key == "--reps") o.reps = cli.integer(arg, value, 1);
+    else if (key == "--check" && !has_value) o.check = true;
+    else return false;
+    return true;
+  });
+  if (o.nz % o.block != 0) cli.usage_error("--nz must be a multiple of --block (planes per task)");
   // Columns are 32-bit indices into p with its ghost planes (and the reference holds the whole grid).
   if (static_cast<double>(o.nx) * o.ny * (static_cast<double>(o.nz) * g_size + 2) >= 2147483647.0)
-    usage_error("grid too large (nx * ny * (nz * ranks + 2) must stay below 2^31)");
-  const std::vector<std::string> all = {"mpi-for",       "weft-bracketed", "weft-graph",
-                                       "weft-taskiter", "weft-reduction", "weft-taskiter-reduction"};
-  if (o.variants.empty() || (o.variants.size() == 1 && o.variants[0] == "all")) o.variants = all;
-  for (const auto& v : o.variants)
-    if (std::find(all.begin(), all.end(), v) == all.end()) usage_error("unknown variant " + v);
+    cli.usage_error("grid too large (nx * ny * (nz * ranks + 2) must stay below 2^31)");
+  o.variants = cli.variants({"mpi-for", "weft-bracketed", "weft-graph", "weft-taskiter", "weft-reduction",
+                             "weft-taskiter-reduction"});
 
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
@@ -560,7 +537,7 @@ int main(int argc, char** argv) {
   try {
     wo = weft::Options::from_environment();  // WEFT_COMM_THREAD and the others; --workers decides the count
   } catch (const weft::config_error& e) {
-    usage_error(e.what());
+    cli.usage_error(e.what());
   }
   wo.num_threads = static_cast<unsigned>(o.workers);
   weft::Runtime rt(wo);
@@ -572,55 +549,29 @@ int main(int argc, char** argv) {
       {"weft-reduction", [&] { run_weft_graph<Dots::reduction>(c, rt); }},
       {"weft-taskiter-reduction", [&] { run_weft_taskiter<Dots::reduction>(c, rt); }},
   };
-  int bad = 0;
   Reference ref;
   if (o.check) ref = serial_reference(o);
   const double initial_norm = std::sqrt(c.rr[0].value());
-  std::map<std::string, std::vector<double>> times, overlaps;
   std::map<std::string, double> final_norm;
-  for (int rep = 0; rep < (o.check ? 1 : o.reps + 1); ++rep) {  // the first round warms up (not counted)
-    for (std::size_t k = 0; k < o.variants.size(); ++k) {
-      const std::string& v = o.variants[(k + static_cast<std::size_t>(rep)) % o.variants.size()];  // interleaved
-      c.reset();
-      MPI_Barrier(MPI_COMM_WORLD);
-      const weft::mpi::Stats before = weft::mpi::stats();
-      const auto t0 = std::chrono::steady_clock::now();
-      run.at(v)();
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const weft::mpi::Stats after = weft::mpi::stats();
-      if (after.requests_bound != before.requests_bound) {  // the variants with MPI inside tasks
-        weft::mpi::Stats d;
-        d.worker_seconds = after.worker_seconds - before.worker_seconds;
-        d.idle_seconds = after.idle_seconds - before.idle_seconds;
-        if (rep > 0 || o.check) overlaps[v].push_back(d.overlap());
-      }
-      if (o.check) bad += matches(c, ref, v) ? 0 : 1;
-      if (rep > 0 || o.check) times[v].push_back(secs);
-      final_norm[v] = c.norm.back();
-    }
-  }
+  const mpi_app::Measured m = mpi_app::run_variants(
+      o.variants, o.reps, o.check, run, [&] { c.reset(); }, [&](const std::string& v) { return matches(c, ref, v); },
+      [&](const std::string& v) { final_norm[v] = c.norm.back(); });
   int any_bad = 0;
-  MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&m.mismatches, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (g_rank == 0) {
     std::printf("# weft-hpccg-mpi: %d ranks x %d workers, %d x %d x %d rows per rank (global %d x %d x %d), "
                 "blocks of %d planes (%d tasks of %ld rows), %d iterations%s\n",
                 g_size, o.workers, o.nx, o.ny, o.nz, o.nx, o.ny, o.nz * g_size, o.block, c.nblocks,
                 c.plane * o.block, o.iters, o.check ? ", checked against the serial reference" : "");
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    const double base = times.count("weft-bracketed") ? median(times["weft-bracketed"]) : 0;
+    const auto bracketed = m.seconds.find("weft-bracketed");
+    const double base = bracketed != m.seconds.end() ? mpi_app::median(bracketed->second) : 0;
     // overlap (rank 0's): the share of the time requests were outstanding during which the workers ran tasks
     // ("-" for the variants that do not bind requests, or with a communication thread).
     std::printf("%-24s %14s %12s %8s %14s\n", "variant", "us/iteration", "vs bracketed", "overlap", "final |r|");
     for (const auto& v : o.variants) {
-      const double m = median(times[v]);
-      const double ov = overlaps.count(v) ? median(overlaps[v]) : -1;
-      std::printf("%-24s %14.2f %12s %8s %14.6e\n", v.c_str(), 1e6 * m / o.iters,
-                  base > 0 ? (std::to_string(base / m).substr(0, 5) + "x").c_str() : "-",
-                  ov >= 0 ? (std::to_string(100 * ov).substr(0, 4) + "%").c_str() : "-", final_norm[v]);
+      const double t = mpi_app::median(m.seconds.at(v));
+      std::printf("%-24s %14.2f %12s %8s %14.6e\n", v.c_str(), 1e6 * t / o.iters, mpi_app::ratio(base, t).c_str(),
+                  mpi_app::overlap(m, v).c_str(), final_norm[v]);
     }
     std::printf("residual norm: %.6e at the start, %.6e after %d iterations\n", initial_norm,
                 final_norm[o.variants.front()], o.iters);
