@@ -498,7 +498,8 @@ bool matches(const Cg& c, const Reference& ref, const std::string& variant) {
   for (double v : ref.x) x_scale = std::max(x_scale, std::fabs(v));
   const bool ok = same(c.x, ref.x, x_scale) && same(c.r, ref.r, ref.initial_norm) &&
                   same(c.norm, ref.norm, ref.initial_norm);
-  if (!ok) std::fprintf(stderr, "weft-hpccg-mpi: rank %d: %s does not match the serial reference\n", g_rank, variant.c_str());
+  if (!ok)
+    std::fprintf(stderr, "weft-hpccg-mpi: rank %d: %s does not match the serial reference\n", g_rank, variant.c_str());
   return ok;
 }
 

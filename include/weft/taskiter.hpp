@@ -26,7 +26,8 @@
 //                         The recorded tasks should access only data the taskiter declares (as for children of
 //                         any task); the declaration orders the loop with its siblings by address, as any
 //                         access does, so it names what those siblings name (e.g. the first element of an
-//                         array whose elements the recorded tasks access). weak_* accesses are rejected (weft::taskiter_error).
+//                         array whose elements the recorded tasks access). weak_* accesses are rejected
+//                         (weft::taskiter_error).
 //   weft::priority(p), weft::label("name")   of the taskiter task.
 //   weft::unroll(k)       the body runs k times (iterations 0..k-1) and the k copies form one period of the
 //                         cyclic graph: for loops whose task pattern repeats every k iterations (e.g. buffers
