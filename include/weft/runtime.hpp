@@ -19,6 +19,7 @@ namespace weft {
 
 class Context;
 struct Profile;
+struct ClusterStats;
 namespace detail {
 class Engine;
 }
@@ -77,6 +78,17 @@ enum class CommThread : unsigned char {
   off,        ///< the workers
 };
 
+/// Which process runs an offloadable task of a cluster (Options::offload_policy; see weft/cluster.hpp).
+enum class OffloadPolicy : unsigned char {
+  locality,     ///< the process that holds most of the bytes its accesses read; else the data's affinity
+                ///< (weft::dmalloc's distribution); else round robin
+  round_robin,  ///< each process in turn
+  random,       ///< uniformly at random (seeded per process: for tests)
+};
+
+/// Largest reservation for the common address space of a cluster (Options::cluster_memory).
+inline constexpr std::size_t kMaxClusterMemory = std::size_t{1} << 46;
+
 struct Options {
   /// Workers, the run() caller included. 1 in a default-constructed Options; from_environment() (and Runtime())
   /// take WEFT_NUM_THREADS, or all hardware threads when it is unset.
@@ -110,6 +122,22 @@ struct Options {
   ///        otherwise, and off for a single process.
   /// Environment: WEFT_COMM_THREAD=auto|on|off (default auto).
   CommThread comm_thread = CommThread::automatic;
+  /// A cluster (weft/cluster.hpp): in a job of several processes, the program's run() executes on process 0
+  /// and offloadable tasks run on every process; constructing the Runtime is then collective. In a job of one
+  /// process it changes nothing. Environment: WEFT_CLUSTER=1|0 (default 0).
+  bool cluster = false;
+  /// Cluster: which process runs a task spawned with weft::offload. Environment:
+  /// WEFT_OFFLOAD_POLICY=locality|round-robin|random (default locality).
+  OffloadPolicy offload_policy = OffloadPolicy::locality;
+  /// Cluster: send a task's input data with the task when the process that offloads it holds the data (eager),
+  /// instead of letting the executing process fetch it when the task is ready (lazy). Environment: WEFT_EAGER=1|0
+  /// (default 1).
+  bool eager_transfers = true;
+  /// Cluster: bytes of virtual address space reserved on every process at the same address for weft::dmalloc
+  /// (half) and weft::lmalloc (the other half, split among the processes). Only what is touched takes memory.
+  /// Environment: WEFT_CLUSTER_MEMORY=bytes, with an optional K, M, G or T suffix (default 64G; 1M ..
+  /// kMaxClusterMemory).
+  std::size_t cluster_memory = std::size_t{64} << 30;
 
   /// Options read from the WEFT_* variables above; unset variables keep their defaults.
   /// Throws config_error naming the variable for a malformed or out-of-range value.
@@ -190,6 +218,9 @@ class Runtime {
   /// The profile of the last run that returned (or threw); `valid` is false when profiling is off
   /// (ProfileOptions::active()) or no run has ended yet. Declared in weft/profile.hpp.
   Profile profile() const;
+  /// This process's counters of a cluster Runtime (Options::cluster; declared in weft/cluster.hpp): all zero
+  /// in a job of one process.
+  ClusterStats cluster_stats() const;
 
  private:
   void run_root(void (*call)(void*, Context&), void* arg);

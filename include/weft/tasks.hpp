@@ -422,6 +422,22 @@ struct label {
   constexpr explicit label(const char* t) : text(t) {}
 };
 
+/// Offloading (a job of several processes running one cluster Runtime: see weft/cluster.hpp). `weft::offload`
+/// lets the runtime's policy pick the process that runs the task; `weft::node(n)` names it (0 ..
+/// weft::num_nodes() - 1). Either makes the task offloadable, which the body must allow: it is copied as bytes
+/// to the other process, so its type must be trivially copyable (checked at compile time), and what it captures
+/// must mean the same there: values, and pointers into weft::dmalloc / weft::lmalloc memory only (never a
+/// capture by reference: a pointer to this process's stack; one that points into the spawning thread's stack is
+/// refused at run time with std::invalid_argument). In a job of one process both clauses change nothing.
+struct offload_t {
+  explicit constexpr offload_t() = default;
+};
+inline constexpr offload_t offload{};
+struct node {
+  int rank;
+  constexpr explicit node(int r) : rank(r) {}
+};
+
 /// A completion event of a task (Context::event; see the top of this file): the task completes only once it
 /// is fulfilled. Move-only; fulfill() or fail() consumes it.
 class Event {
@@ -470,6 +486,19 @@ struct SpawnAttrs {
   const char* label = nullptr;
 };
 
+/// How a cluster runs an offloadable body elsewhere (one static table per body type): the closure is copied as
+/// `size` bytes, and `invoke` (identified across processes by its place in the executable) calls it.
+struct OffloadOps {
+  std::size_t size;
+  std::size_t align;
+  bool inline_stored;                        ///< the closure lies in Task::body (else a pointer to it does)
+  void (*invoke)(void* closure, Context& cx);
+};
+struct OffloadSpec {
+  const OffloadOps* ops;
+  int node;  ///< -1: the cluster's policy picks
+};
+
 // Compiled engine entry points (src/engine, src/deps).
 Task* begin_spawn(Context& cx);                                     // throttle, then allocate
 /// Registers and queues t; if registration throws, t (body included) is discarded and the exception goes on.
@@ -477,6 +506,9 @@ void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const 
 /// finish_spawn for a task with reduction clauses: specs[0 .. nr) give the operators of its reduction accesses.
 void finish_spawn_reductions(Context& cx, Task* t, const Access* acc, std::size_t n, const ReductionSpec* specs,
                              std::size_t nr, const SpawnAttrs& attrs);
+/// finish_spawn for an offloadable task (weft::offload, weft::node).
+void finish_spawn_offload(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs,
+                          const OffloadSpec& spec);
 /// The calling task's private copy of the reduction on `address` (Context::local).
 void* reduction_local(const Context& cx, const void* address, const void* type);
 /// Returns a descriptor from begin_spawn whose body was never installed (its installation threw).
@@ -569,6 +601,29 @@ Task* new_task(Context& cx, F&& f) {
 template <class C>
 constexpr std::size_t is_access_v = std::is_same_v<std::decay_t<C>, Access> ? 1 : 0;
 template <class C>
+constexpr std::size_t is_offload_v =
+    std::is_same_v<std::decay_t<C>, offload_t> || std::is_same_v<std::decay_t<C>, node> ? 1 : 0;
+template <class C>
+constexpr int node_of(const C& c) {
+  if constexpr (std::is_same_v<std::decay_t<C>, node>)
+    return c.rank;
+  else
+    return -1;
+}
+
+template <class Fn>
+struct OffloadBody {
+  static void invoke(void* closure, Context& cx) { invoke_body(*static_cast<Fn*>(closure), cx); }
+  static constexpr OffloadOps ops{sizeof(Fn), alignof(Fn), sizeof(Fn) <= kInlineBody && alignof(Fn) <= 16, &invoke};
+};
+template <class Fn>
+constexpr void check_offloadable() {
+  static_assert(std::is_trivially_copyable_v<Fn>,
+                "weft::offload / weft::node: an offloaded body is copied as bytes to another process, so it must be "
+                "trivially copyable: capture values and pointers into weft::dmalloc/lmalloc memory, not "
+                "std::vector, std::string, std::function or other owning objects");
+}
+template <class C>
 constexpr std::size_t is_reduction_v = std::is_same_v<std::decay_t<C>, ReductionAccess> ? 1 : 0;
 }  // namespace detail
 
@@ -586,9 +641,18 @@ class Context {
     Access accesses[n == 0 ? 1 : n];
     detail::SpawnAttrs attrs;
     [[maybe_unused]] std::size_t i = 0;
-    if constexpr (nr == 0) {  // the usual spawn: reductions cost it nothing
+    constexpr std::size_t no = (std::size_t{0} + ... + detail::is_offload_v<Clauses>);
+    static_assert(no <= 1, "weft: at most one weft::offload or weft::node clause");
+    static_assert(no == 0 || nr == 0, "weft: a task with reduction clauses cannot be offloaded");
+    if constexpr (nr == 0 && no == 0) {  // the usual spawn: reductions and offloading cost it nothing
       (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
       detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
+    } else if constexpr (no != 0) {
+      using Fn = std::decay_t<F>;
+      detail::check_offloadable<Fn>();
+      (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
+      const detail::OffloadSpec spec{&detail::OffloadBody<Fn>::ops, (-1 + ... + (detail::node_of(clauses) + 1))};
+      detail::finish_spawn_offload(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs, spec);
     } else {
       detail::ReductionSpec specs[nr];
       std::size_t k = 0;
@@ -625,16 +689,31 @@ class Context {
   template <class F, class... Clauses>
   void spawn_accesses(F&& body, const Access* accesses, std::size_t n, Clauses&&... clauses) {
     static_assert((std::size_t{0} + ... + detail::is_access_v<Clauses>) == 0,
-                  "weft: spawn_accesses takes its accesses as an array; other clauses are priority and label");
+                  "weft: spawn_accesses takes its accesses as an array; other clauses are priority, label, "
+                  "weft::offload and weft::node");
+    constexpr std::size_t no = (std::size_t{0} + ... + detail::is_offload_v<Clauses>);
+    static_assert(no <= 1, "weft: at most one weft::offload or weft::node clause");
     detail::SpawnAttrs attrs;
     [[maybe_unused]] std::size_t i = 0;
     (add_clause(static_cast<Access*>(nullptr), i, attrs, std::forward<Clauses>(clauses)), ...);
-    detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
+    if constexpr (no != 0) {
+      using Fn = std::decay_t<F>;
+      detail::check_offloadable<Fn>();
+      const detail::OffloadSpec spec{&detail::OffloadBody<Fn>::ops, (-1 + ... + (detail::node_of(clauses) + 1))};
+      detail::finish_spawn_offload(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs, spec);
+    } else {
+      detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
+    }
   }
 
   /// Waits until every child spawned so far by this task has finished (running other ready tasks meanwhile),
   /// then rethrows the first exception a child threw, if any.
   void taskwait();
+  /// In a job of several processes (a cluster Runtime, weft/cluster.hpp), taskwait() also brings the data the
+  /// children accessed since this task's previous wait to this process (a flush); taskwait_noflush() waits
+  /// without moving any data (the results stay where they were computed until a task or a wait needs them). In
+  /// one process the two are the same.
+  void taskwait_noflush();
   /// Waits only for the earlier siblings that write the datum starting at `address` (the tasks an `in` access
   /// to it would wait for), then rethrows a pending child exception, if any.
   void taskwait_on(const void* address);
@@ -679,8 +758,12 @@ class Context {
       attrs.label = c.text;
     else if constexpr (std::is_same_v<D, ReductionAccess>)
       static_assert(sizeof(D) == 0, "weft: reduction clauses are accepted by Context::spawn only");
+    else if constexpr (std::is_same_v<D, offload_t> || std::is_same_v<D, node>)
+      (void)c;  // read by spawn (OffloadSpec)
     else
-      static_assert(sizeof(D) == 0, "weft: spawn clauses are accesses (weft::in, ...), weft::priority, weft::label");
+      static_assert(sizeof(D) == 0,
+                    "weft: spawn clauses are accesses (weft::in, ...), weft::priority, weft::label, weft::offload, "
+                    "weft::node");
   }
 
   template <class Closure, class... Clauses>

@@ -23,6 +23,18 @@ extern const TaskKind kJoinNode;
 /// completes only after it (it counts in the task's `alive`). Owned by the task, not by a domain.
 extern const TaskKind kWeakNode;
 
+/// The run and complete functions of kDependencyTask, for kinds built on it (src/cluster).
+void run_dependency(Worker& w, Task* t);
+bool complete_dependency(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo);
+/// A dependency task of a job of several processes (src/cluster): run here or on another process.
+extern const TaskKind kClusterTask;
+
+/// A weak access of a task (Task::weak): the node its children accessing the datum wait on.
+struct WeakLink {
+  const void* address;
+  Task* node;
+};
+
 /// A task with reduction accesses (see reduction.cpp): frees its reduction links when it completes.
 extern const TaskKind kReductionTask;
 /// An internal node that closes a reduction group: it waits for the members, then combines their private
@@ -73,6 +85,10 @@ void settle_reductions(Worker& w, Task* t);
 /// Closes the open reduction group of t's children on `address`, if any, with a node (before taskwait_on).
 void close_reduction(Worker& w, Task* t, const void* address);
 
+/// The usual spawn of t, a child of p (finish_spawn without the parent's diversion): registers its accesses,
+/// then queues it if it is ready. If registration throws, t is discarded (body included; Task::iter, which a
+/// kind may have used, is cleared first) and the exception goes on.
+void register_and_schedule(Worker& w, Task* p, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
 /// Registers t's accesses (n >= 1) in the domain of its parent; links t after its predecessors. Returns true if t
 /// is ready now. Throws (only std::bad_alloc) having registered nothing.
 bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n);

@@ -48,11 +48,6 @@ struct CommLock {
   Task* waiters = nullptr;
 };
 
-struct WeakLink {
-  const void* address;
-  Task* node;
-};
-
 namespace {
 
 enum Group : std::uint8_t { kNoGroup = 0, kInoutset = 1, kCommutative = 2, kReduction = 3 };
@@ -818,6 +813,8 @@ void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
     // The node counts in t's `alive` until it finishes, so t completes only after its weak predecessors.
     t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
     if (link(w, node, wc.data(), wc.size())) {
+      if (t->kind->weak_ready) [[unlikely]]  // no predecessor left: as if the node completed (complete_weak)
+        t->kind->weak_ready(w, t, node);
       node->succ_head.store(kClosed, std::memory_order_release);
       t->alive.fetch_sub(kWeakUnit, std::memory_order_relaxed);
     }
@@ -825,7 +822,7 @@ void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
   if (t->n_comm > 1)
     std::sort(t->comm, t->comm + t->n_comm);  // one global order: no deadlock between overlapping sets
   // A reducing task frees its links when it completes (and runs its commutative locks, if any, as well).
-  if (t->reductions) t->kind = &kReductionTask;
+  if (t->kind != &kClusterTask && t->reductions) t->kind = &kReductionTask;  // (a cluster task: Task::cluster)
   return link(w, t, cands.data(), cands.size());
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/cluster.hpp"
 #include "deps/deps.hpp"
 #include "trace/hooks.hpp"
 
@@ -19,10 +20,14 @@ constexpr std::uint32_t kSweepAt = 64;  // retirements between two recycling pas
 
 // --- the kinds ---
 
+}  // namespace
+
 void run_dependency(Worker& w, Task* t) {
   run_body(w, t);
   end_body(w, t);
 }
+
+namespace {
 
 void run_commutative(Worker& w, Task* t) {
   if (!acquire_commutative(w, t)) return;  // parked until a lock is released
@@ -33,10 +38,14 @@ void run_commutative(Worker& w, Task* t) {
   end_body(w, t);
 }
 
+}  // namespace
+
 bool complete_dependency(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   release_successors(w, t, end_children(w, t), best, todo);
   return true;  // a finished child of its parent
 }
+
+namespace {
 
 // A reducing task: its commutative locks, if it has any, as a commutative task; its reduction links live until it
 // completes (its children's registrations read them while its body runs).
@@ -69,6 +78,8 @@ bool complete_join(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
 bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   Task* const owner = t->parent;  // the task whose weak access this node stands for; it frees the node
   const bool poison = t->cancelled.load(std::memory_order_relaxed);
+  if (owner->kind->weak_ready) [[unlikely]]  // a task of a cluster: where the datum is now (src/cluster)
+    owner->kind->weak_ready(w, owner, t);
   release_successors(w, t, poison, best, todo);
   // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not started,
   // and its successors).
@@ -79,12 +90,12 @@ bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
 
 }  // namespace
 
-const TaskKind kDependencyTask{"dependency", false, false, &run_dependency, &complete_dependency, nullptr, nullptr};
-const TaskKind kCommutativeTask{"commutative", false, false, &run_commutative, &complete_dependency, nullptr, nullptr};
-const TaskKind kJoinNode{"join", true, false, nullptr, &complete_join, nullptr, nullptr};
-const TaskKind kWeakNode{"weak", true, false, nullptr, &complete_weak, nullptr, nullptr};
-const TaskKind kReductionTask{"reduction", false, false, &run_reduction, &complete_reduction, nullptr, nullptr};
-const TaskKind kReduceNode{"combine", true, false, nullptr, &complete_reduce, nullptr, nullptr};
+const TaskKind kDependencyTask{"dependency", false, false, &run_dependency, &complete_dependency, nullptr, nullptr, nullptr, nullptr};
+const TaskKind kCommutativeTask{"commutative", false, false, &run_commutative, &complete_dependency, nullptr, nullptr, nullptr, nullptr};
+const TaskKind kJoinNode{"join", true, false, nullptr, &complete_join, nullptr, nullptr, nullptr, nullptr};
+const TaskKind kWeakNode{"weak", true, false, nullptr, &complete_weak, nullptr, nullptr, nullptr, nullptr};
+const TaskKind kReductionTask{"reduction", false, false, &run_reduction, &complete_reduction, nullptr, nullptr, nullptr, nullptr};
+const TaskKind kReduceNode{"combine", true, false, nullptr, &complete_reduce, nullptr, nullptr, nullptr, nullptr};
 
 void free_children(Worker& w, Task* t) {
   for (Task* c = t->retired_head; c;) {
@@ -166,6 +177,10 @@ void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const 
   Task* p = ContextAccess::task(cx);
   if (p->kind->divert_spawn) [[unlikely]]
     return p->kind->divert_spawn(w, p, t, acc, n, attrs);
+  register_and_schedule(w, p, t, acc, n, attrs);
+}
+
+void register_and_schedule(Worker& w, Task* p, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
   t->priority = attrs.priority;
   t->label = attrs.label;
   ++p->unpublished;
@@ -181,6 +196,7 @@ void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const 
       --p->unpublished;
       --w.counters.tasks_created;
       t->body_ops->destroy(t);
+      t->iter = nullptr;  // a cluster's state (its owner frees it)
       free_dependency_task(w, t);  // discard_spawn, from w: cx need not stay live across the registration
       trace::on_spawn_end(w);
       throw;
@@ -223,22 +239,31 @@ void discard_spawn(Context& cx, Task* t) noexcept {
 namespace weft {
 
 void Runtime::run_root(void (*call)(void*, Context&), void* arg) {
+  if (engine_->options.cluster && detail::cluster_run(*engine_, call, arg)) [[unlikely]]
+    return;
   engine_->run_root(&detail::kDependencyTask, call, arg);
 }
 
-void Context::taskwait() {
-  detail::Worker& w = *worker_;
-  detail::Task* t = task_;
-  if (t->kind->refuse_wait) t->kind->refuse_wait(t, "taskwait");
+namespace {
+void wait_children(Context& cx, detail::Task* t, detail::Worker& w, bool flush) {
+  if (t->kind->refuse_wait) t->kind->refuse_wait(t, flush ? "taskwait" : "taskwait_noflush");
   detail::trace::on_wait_begin(w);
   detail::wait_for_children(w, t);
   detail::settle_reductions(w, t);  // open reductions are combined: the taskwait sees their result
   // Every child has finished: what the domain still names can go (records of failed tasks excepted).
   detail::sweep_domain(w, t);
   detail::sweep_retired(w, t, /*full=*/true);
+  if (t->kind->after_wait) [[unlikely]]  // a task of a cluster: its children's data comes here (src/cluster)
+    t->kind->after_wait(w, t, nullptr, flush);
   detail::trace::on_wait_end(w);
   detail::rethrow_child_error(w, t);
+  (void)cx;
 }
+}  // namespace
+
+void Context::taskwait() { wait_children(*this, task_, *worker_, true); }
+
+void Context::taskwait_noflush() { wait_children(*this, task_, *worker_, false); }
 
 void Context::taskwait_on(const void* address) {
   detail::Worker& w = *worker_;
@@ -256,6 +281,8 @@ void Context::taskwait_on(const void* address) {
       if (!detail::finished(p)) return false;
     return true;
   });
+  if (task_->kind->after_wait) [[unlikely]]  // a task of a cluster: the datum comes here (src/cluster)
+    task_->kind->after_wait(w, task_, address, true);
   detail::trace::on_wait_end(w);
   detail::rethrow_child_error(w, task_);
 }
@@ -271,7 +298,8 @@ extern const TaskKind kReplayedTask;  // src/iter/taskiter.cpp
 Event Context::event() {
   detail::Task* t = task_;
   if (t->kind != &detail::kDependencyTask && t->kind != &detail::kCommutativeTask &&
-      t->kind != &detail::kReplayedTask && t->kind != &detail::kReductionTask) [[unlikely]]
+      t->kind != &detail::kReplayedTask && t->kind != &detail::kReductionTask &&
+      t->kind != &detail::kClusterTask) [[unlikely]]
     throw taskiter_error(std::string("weft: Context::event: a ") + t->kind->name +
                          " task (a taskiter body) cannot take a completion event; take it in a task the body "
                          "spawns");

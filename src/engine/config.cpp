@@ -48,6 +48,37 @@ double parse_seconds(const char* name, const char* text, double hi) {
 
 constexpr double kMaxWatchdog = 1e6;
 
+bool parse_flag(const char* name, const char* v) {
+  if (std::strcmp(v, "1") == 0) return true;
+  if (std::strcmp(v, "0") == 0) return false;
+  throw config_error(std::string("weft: ") + name + "='" + v + "' is invalid: expected 1 or 0");
+}
+
+// A byte count with an optional K, M, G or T suffix (powers of 1024), in [lo, hi].
+std::size_t parse_bytes(const char* name, const char* text, std::size_t lo, std::size_t hi) {
+  std::string s(text);
+  int shift = 0;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      default: break;
+    }
+    if (shift) s.pop_back();
+  }
+  bool ok = !s.empty() && s.size() <= 15 && s.find_first_not_of("0123456789") == std::string::npos;
+  unsigned long long v = ok ? std::strtoull(s.c_str(), nullptr, 10) : 0;
+  if (ok && (v > (hi >> shift) || (v << shift) < lo)) ok = false;
+  if (!ok)
+    throw config_error(std::string("weft: ") + name + "='" + text + "' is invalid: expected a number of bytes from " +
+                       std::to_string(lo) + " to " + std::to_string(hi) + ", with an optional K, M, G or T suffix");
+  return static_cast<std::size_t>(v << shift);
+}
+
+constexpr std::size_t kMinClusterMemory = std::size_t{1} << 20;
+
 }  // namespace
 
 Options Options::from_environment() {
@@ -110,6 +141,21 @@ Options Options::from_environment() {
     else
       throw config_error(std::string("weft: WEFT_COMM_THREAD='") + v + "' is invalid: expected auto, on or off");
   }
+  if (const char* v = std::getenv("WEFT_CLUSTER")) o.cluster = parse_flag("WEFT_CLUSTER", v);
+  if (const char* v = std::getenv("WEFT_OFFLOAD_POLICY")) {
+    if (std::strcmp(v, "locality") == 0)
+      o.offload_policy = OffloadPolicy::locality;
+    else if (std::strcmp(v, "round-robin") == 0)
+      o.offload_policy = OffloadPolicy::round_robin;
+    else if (std::strcmp(v, "random") == 0)
+      o.offload_policy = OffloadPolicy::random;
+    else
+      throw config_error(std::string("weft: WEFT_OFFLOAD_POLICY='") + v +
+                         "' is invalid: expected locality, round-robin or random");
+  }
+  if (const char* v = std::getenv("WEFT_EAGER")) o.eager_transfers = parse_flag("WEFT_EAGER", v);
+  if (const char* v = std::getenv("WEFT_CLUSTER_MEMORY"))
+    o.cluster_memory = parse_bytes("WEFT_CLUSTER_MEMORY", v, kMinClusterMemory, kMaxClusterMemory);
   return o;
 }
 
@@ -126,6 +172,13 @@ void Options::validate() const {
   if (comm_thread != CommThread::automatic && comm_thread != CommThread::on && comm_thread != CommThread::off)
     throw config_error("weft: Options::comm_thread=" + std::to_string(static_cast<int>(comm_thread)) +
                        " is invalid: expected CommThread::automatic, on or off");
+  if (offload_policy != OffloadPolicy::locality && offload_policy != OffloadPolicy::round_robin &&
+      offload_policy != OffloadPolicy::random)
+    throw config_error("weft: Options::offload_policy=" + std::to_string(static_cast<int>(offload_policy)) +
+                       " is invalid: expected OffloadPolicy::locality, round_robin or random");
+  if (cluster_memory < kMinClusterMemory || cluster_memory > kMaxClusterMemory)
+    throw config_error("weft: Options::cluster_memory=" + std::to_string(cluster_memory) + " is invalid: expected " +
+                       std::to_string(kMinClusterMemory) + " to " + std::to_string(kMaxClusterMemory));
   if (profile.trace_buffer < 1 || profile.trace_buffer > kMaxTraceBuffer)
     throw config_error("weft: Options::profile.trace_buffer=" + std::to_string(profile.trace_buffer) +
                        " is invalid: expected 1 to " + std::to_string(kMaxTraceBuffer));

@@ -12,6 +12,7 @@
 //  * succ_head - successor list, closed (kClosed) by one exchange when the task completes. After that exchange
 //               the completing thread never touches the descriptor again, so the producer may recycle it as soon
 //               as it sees kClosed and no record names it.
+#include "cluster/cluster.hpp"
 #include "engine/kind.hpp"
 #include "trace/hooks.hpp"
 #include "trace/recorder.hpp"
@@ -735,7 +736,7 @@ void run_detached(Worker& w, Task* t) {
   }
 }
 
-constexpr TaskKind kDetachedTask{"detached", false, true, &run_detached, nullptr, nullptr, nullptr};
+constexpr TaskKind kDetachedTask{"detached", false, true, &run_detached, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
@@ -1007,9 +1008,12 @@ Runtime::Runtime() {
     std::fprintf(stderr, "%s\n", e.what());
     std::exit(2);
   }
+  if (engine_->options.cluster) detail::start_cluster(*engine_);  // collective across the job's processes
 }
 
-Runtime::Runtime(const Options& options) : engine_(std::make_unique<detail::Engine>(options)) {}
+Runtime::Runtime(const Options& options) : engine_(std::make_unique<detail::Engine>(options)) {
+  if (options.cluster) detail::start_cluster(*engine_);
+}
 Runtime::~Runtime() = default;
 
 unsigned Runtime::num_workers() const { return engine_->options.num_threads; }
@@ -1039,6 +1043,8 @@ void Event::abandon() noexcept {
       *engine_, std::exchange(task_, nullptr),
       std::make_exception_ptr(std::logic_error("weft::Event destroyed without being fulfilled (its task fails)")));
 }
+
+ClusterStats Runtime::cluster_stats() const { return detail::cluster_stats(*engine_); }
 
 Profile Runtime::profile() const { return engine_->recorder ? engine_->recorder->last_profile() : Profile{}; }
 

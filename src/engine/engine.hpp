@@ -62,6 +62,12 @@ struct TaskKind {
   void (*divert_spawn)(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
   /// For a parent of this kind: waits (`what`: "taskwait", ...) are refused; throws. Null: waits are allowed.
   void (*refuse_wait)(const Task* parent, const char* what);
+  /// For a parent of this kind: called after each of its waits has waited (taskwait, taskwait_on: `address` is
+  /// the datum, null for every child; `flush`: the wait brings the children's data to this process). Null: none.
+  void (*after_wait)(Worker& w, Task* parent, const void* address, bool flush);
+  /// For a task of this kind: the weak node of its access to `node`'s datum is about to release its successors
+  /// (the access's predecessors have finished). Null: nothing to do.
+  void (*weak_ready)(Worker& w, Task* t, Task* node);
 };
 
 /// A growable array that keeps its storage across uses (no allocation on the hot path). The capacity is kept

@@ -21,6 +21,7 @@ struct WeakLink;
 struct IterNode;
 struct ReductionLinks;
 struct ContextAccess;
+struct ClusterTask;
 
 /// One dependency edge, stored in the *successor* (so a predecessor's list never outlives the nodes in it).
 struct EdgeNode {
@@ -112,6 +113,8 @@ struct alignas(64) Task {
     IterNode* iter;                       ///< (0) taskiter: the vertex of a replayed or control task
     ReductionLinks* reductions;           ///< (0) deps, a task of kind kReductionTask only: its reductions
                                           ///< (recorded tasks refuse reductions: the two never meet)
+    ClusterTask* cluster;                 ///< (0) src/cluster: a task of a job of several processes (its data's
+                                          ///< whereabouts; never recorded nor reducing)
   };
 };
 

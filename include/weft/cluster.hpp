@@ -1,0 +1,132 @@
+// weft — one program on many processes (OmpSs-2@Cluster): dependency tasks offloaded to other MPI ranks.
+//
+//   weft::Options o = weft::Options::from_environment();
+//   o.cluster = true;                          // or WEFT_CLUSTER=1
+//   weft::Runtime rt(o);                       // collective: every rank constructs it
+//   rt.run([&](weft::Context& cx) {            // runs on rank 0; the other ranks serve its tasks
+//     double* a = weft::dmalloc<double>(n * nb);               // the same address on every rank
+//     for (int b = 0; b < nb; ++b)
+//       cx.spawn([=] { init(a + b * n, n); }, weft::out(a + b * n, n), weft::offload);
+//     cx.spawn([=] { use(a, n * nb); }, weft::in(a, n * nb));  // here, on rank 0: the blocks come to it
+//     cx.taskwait();
+//   });
+//
+// The model
+// ---------
+// * Launched with `mpirun -np N` and Options::cluster, the N processes form one runtime. Rank 0 calls the
+//   function given to Runtime::run; on the other ranks run() calls nothing and serves the tasks offloaded to
+//   them until rank 0's run has ended (so every rank calls run() as many times as rank 0 does). With one process
+//   (or without mpirun) a cluster Runtime is exactly an ordinary one.
+// * A task spawned with weft::offload (the runtime's policy picks the rank: Options::offload_policy) or
+//   weft::node(r) may run on another rank; every other task runs where it was spawned. The tasks form one
+//   program with sequential semantics: dependencies between tasks on different ranks are honoured as on one
+//   process (in, out, inout, weak_in, weak_out, weak_inout, nesting, taskwait, taskwait_on).
+// * Data moves only through accesses. Before a task runs, the data its in/inout accesses name is brought to its
+//   rank from a rank that holds the latest version (lazily, when the task is ready; or eagerly, with the task,
+//   when the offloading rank holds it: Options::eager_transfers). An out access promises that the task writes
+//   the whole region: nothing is fetched for it. Results stay where they were written (no write-back) until a
+//   task elsewhere or a flushing wait needs them; where each datum is travels with the dependencies.
+// * Full specification: a task must declare every datum it touches (and name a datum always with the same
+//   start address and size: regions are identified by their start, as on one process). A child may only touch
+//   what its parent declared (strongly or weakly).
+// * Nesting: an offloaded task's children are created on its rank; with weak accesses the parent is offloaded
+//   at once, before its data is ready, and spawns its children there while the data is still being produced.
+// * Waits: taskwait() brings the data the children accessed since the previous wait to the waiting rank;
+//   taskwait_noflush() does not; taskwait_on(x) brings x. The end of rank 0's run is a taskwait(): after run()
+//   returns, rank 0's memory holds the latest value of everything its tasks accessed since their last wait.
+// * Errors: an exception escaping an offloaded task is rethrown on its spawning rank as weft::remote_error
+//   ("rank R: <what>"), with the usual semantics (its dependents are cancelled, the parent's next wait rethrows
+//   it). A rank that dies ends the job (the MPI launcher's own behaviour).
+//
+// Offloadable bodies (checked at compile time for the type, at run time for stack pointers): trivially copyable
+// closures; capture values and pointers into dmalloc/lmalloc memory; never capture by reference. The body's
+// code is identified across ranks by its offset inside its executable or shared object: every rank must run the
+// same executable with the same shared objects (checked when the Runtime is constructed).
+//
+// Known limits: inoutset, commutative and reduction accesses are refused (std::invalid_argument) in a job of
+// several processes; a cluster runs dependency tasks only (no taskiter, no flow graph on a cluster Runtime);
+// at most 64 processes; weft::dmalloc is called on rank 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "weft/runtime.hpp"
+#include "weft/tasks.hpp"
+
+namespace weft {
+
+/// Processes of the cluster Runtime that exists now (1 without one, or in a job of one process).
+int num_nodes();
+/// This process's rank in it (0 without one).
+int node_id();
+
+/// How dmalloc memory is spread over the processes: a hint for the offload policy (where a task whose data has
+/// not been written yet, e.g. one that initialises it, runs), never a constraint on where data may live.
+struct Distribution {
+  enum class Kind : unsigned char { blocked, cyclic, custom };
+  Kind kind = Kind::blocked;
+  std::size_t block = 0;  ///< cyclic: bytes per block
+  /// custom: the rank whose affinity the byte at `offset` (from the allocation's start) has; must return a value
+  /// in [0, nodes) and be the same function on every process (it is identified like a task body).
+  int (*rank_of)(std::size_t offset, std::size_t bytes, int nodes) = nullptr;
+
+  /// Contiguous blocks of about bytes / nodes, in rank order (the default).
+  static Distribution blocked() { return {}; }
+  /// Blocks of `block_bytes`, dealt to the processes in turn.
+  static Distribution cyclic(std::size_t block_bytes) { return {Kind::cyclic, block_bytes, nullptr}; }
+  static Distribution custom(int (*f)(std::size_t offset, std::size_t bytes, int nodes)) {
+    return {Kind::custom, 0, f};
+  }
+};
+
+/// Memory at the same virtual address on every process of the cluster (page-aligned), for data that tasks on
+/// several ranks access. Called by rank 0 (inside or outside run()); its contents are defined only through tasks'
+/// accesses (initialise it with tasks). Throws std::bad_alloc when the reservation (Options::cluster_memory) is
+/// exhausted, std::logic_error on another rank, or in a job of several processes without a cluster Runtime.
+void* dmalloc(std::size_t bytes, const Distribution& distribution = Distribution::blocked());
+template <class T>
+T* dmalloc(std::size_t count, const Distribution& distribution = Distribution::blocked()) {
+  return static_cast<T*>(dmalloc(count * sizeof(T), distribution));
+}
+/// Frees dmalloc memory (rank 0; no task may still access it). The other processes release their pages too.
+void dfree(void* p);
+/// Memory of this process inside the common address space (any rank, any thread): a pointer to it means the
+/// same on every process, so tasks offloaded elsewhere may access it through their declared accesses.
+void* lmalloc(std::size_t bytes);
+template <class T>
+T* lmalloc(std::size_t count) {
+  return static_cast<T*>(lmalloc(count * sizeof(T)));
+}
+void lfree(void* p);
+
+/// An exception thrown by a task on another process, rethrown where the task was spawned. what() is
+/// "rank R: " followed by the original exception's what().
+class remote_error : public std::runtime_error {
+ public:
+  remote_error(int rank, const std::string& what)
+      : std::runtime_error("rank " + std::to_string(rank) + ": " + what), rank_(rank) {}
+  /// The rank the task ran on.
+  int rank() const noexcept { return rank_; }
+
+ private:
+  int rank_;
+};
+
+/// Counters of this process's part of the cluster since the Runtime was constructed (all zero without one).
+struct ClusterStats {
+  std::uint64_t tasks_offloaded = 0;      ///< tasks spawned here that ran on another process
+  std::uint64_t tasks_received = 0;       ///< tasks other processes offloaded here
+  std::uint64_t control_messages = 0;     ///< messages sent: task, done, satisfy, fetch, end of run
+  std::uint64_t data_messages = 0;        ///< messages sent carrying data
+  std::uint64_t bytes_eager = 0;          ///< data sent with the task that needed it
+  std::uint64_t bytes_lazy = 0;           ///< data sent because a process asked for it
+  std::uint64_t fetches = 0;              ///< data this process asked for (for a task, or a flush)
+  std::uint64_t flushes = 0;              ///< of which, for a wait
+};
+/// This process's counters (Runtime::cluster_stats is the same for a given Runtime).
+ClusterStats cluster_stats(const Runtime& rt);
+
+}  // namespace weft

@@ -1,0 +1,1240 @@
+// A cluster (weft/cluster.hpp): the dependency tasks of one program, run on the processes of an MPI job, over the
+// one transport of src/comm.
+//
+// The graph. Every task is registered, as on one process, in its parent's domain on the parent's rank: that rank
+// (the task's creator) orders it after its siblings. A task of a cluster (kind kClusterTask) decides where it
+// runs when it is ready (paper 004: "once tasks become ready, they are allocated to a cluster node"). Run here, it
+// is an ordinary task, but first its data comes. Offloaded, its descriptor here stands for it (role offloaded): it
+// sends the task to its executor, takes a completion unit (as weft::Event does) and completes when the executor
+// reports the task done, releasing its successors here. On the executor the task (role received) is a child of
+// that rank's run root (the paper's namespace task): its children are registered in its own domain there, so
+// task creation itself spreads over the ranks.
+//
+// Where data is. Each parent keeps, per datum its children access, a cell of Holders: the ranks holding the
+// latest version. A child's access points at its parent's cell (ClusterAccess::where): when the child is ready
+// (its predecessors done) the cell names where the version it needs is; when it completes it updates the cell
+// (a write: only where it ran; a read: one more holder). A parent's own access is the cell its children use (so
+// data location flows down to children and back up to the parent's parent when the parent completes). The
+// offloaded descriptor's cell is updated from the executor's report before its successors are released.
+// Holders may include a rank to which a transfer is in flight: that rank's Incoming table makes its tasks wait
+// for the arrival.
+//
+// Weak accesses. A task with weak accesses is ready at once and offloaded early. Its weak node here completes
+// when the datum's predecessors have finished (weak_ready): the current holders then go to the executor in a
+// Satisfy message (or with the task itself if the node was done first), which releases the weak node standing
+// for the access there, and with it the children waiting on it.
+//
+// Messages (per pair of ranks, the transport keeps their order): task (creator -> executor: the accesses, their
+// holders where known, the body's bytes and code address), done (executor -> creator: final holders of each
+// access, the error), satisfy (creator -> executor: a weak access's holders), fetch (a rank that needs a datum ->
+// a holder), data (the bytes: the reply to a fetch, or sent eagerly with a task by a creator that holds them;
+// placed straight at the datum's address), end (rank 0 -> all: the run is over). Every message carries its run's
+// number (the transport's epoch field): a rank that has not begun that run yet keeps it until it does.
+//
+// Runs. Rank 0 calls the program's function; the others wait, serving tasks, until rank 0's end message. A run on
+// rank 0 ends only after every offloaded task reported done, and every transfer a task waited for arrived before
+// that task ran, so when rank 0 sends end, no message of the run is in flight but the ends themselves.
+#include "cluster/cluster.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <typeinfo>
+
+#include "cluster/address_space.hpp"
+#include "cluster/code_address.hpp"
+#include "deps/deps.hpp"
+#include "trace/hooks.hpp"
+#include "weft/profile.hpp"
+
+#ifdef WEFT_HAVE_MPI
+#include <mpi.h>
+
+#include <deque>
+#include <random>
+
+#include "comm/mpi_env.hpp"
+#include "comm/transport.hpp"
+#endif
+
+namespace weft::detail {
+
+namespace {
+
+constexpr std::uint8_t kSatisfied = 1, kSent = 2, kEager = 4;
+
+bool writes(AccessMode m) {
+  return m == AccessMode::out || m == AccessMode::inout || m == AccessMode::weak_out || m == AccessMode::weak_inout;
+}
+bool is_weak_mode(AccessMode m) {
+  return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout;
+}
+Holders bit(int rank) { return Holders{1} << rank; }
+
+/// The stack of the calling thread, [lo, hi): an offloaded closure must not point into it.
+std::pair<std::uintptr_t, std::uintptr_t> this_stack() {
+  thread_local std::pair<std::uintptr_t, std::uintptr_t> range{0, 0};
+  if (range.second == 0) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      std::size_t size = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0)
+        range = {reinterpret_cast<std::uintptr_t>(addr), reinterpret_cast<std::uintptr_t>(addr) + size};
+      pthread_attr_destroy(&attr);
+    }
+  }
+  return range;
+}
+
+/// Throws if a word of the closure holds an address in the spawning thread's stack: a capture by reference
+/// (or a pointer to a local), which would mean nothing on another process.
+void check_closure(const void* closure, std::size_t size) {
+  const auto [lo, hi] = this_stack();
+  if (hi == 0) return;
+  const auto* b = static_cast<const unsigned char*>(closure);
+  for (std::size_t i = 0; i + sizeof(std::uintptr_t) <= size; i += alignof(std::uintptr_t)) {
+    std::uintptr_t v;
+    std::memcpy(&v, b + i, sizeof v);
+    if (v >= lo && v < hi)
+      throw std::invalid_argument(
+          "weft::offload / weft::node: the task's body holds a pointer into the spawning thread's stack (a capture "
+          "by reference, or the address of a local variable); an offloaded body may run on another process: "
+          "capture values, and pointers into weft::dmalloc / weft::lmalloc memory");
+  }
+}
+
+}  // namespace
+
+/// The offload clause of the spawn being registered on this thread (finish_spawn_offload -> divert_spawn).
+thread_local const OffloadSpec* tls_offload_spec = nullptr;
+
+// ---------------------------------------------------------------------------------------------------------
+// One process (no MPI, or a job of one process): dmalloc and lmalloc are allocations in a local reservation.
+// ---------------------------------------------------------------------------------------------------------
+
+namespace {
+std::mutex g_local_m;
+
+/// The reservation for a process that has no cluster of several processes: made on first use.
+AddressSpace& local_space() {
+  AddressSpace& s = AddressSpace::get();
+  if (!s.reserved()) {
+    std::lock_guard<std::mutex> g(g_local_m);
+    if (!s.reserved()) {
+      std::size_t bytes = Options{}.cluster_memory;
+      if (const char* v = std::getenv("WEFT_CLUSTER_MEMORY")) {
+        Options o = Options::from_environment();  // parses (and refuses a bad value) as a Runtime would
+        bytes = o.cluster_memory;
+        (void)v;
+      }
+      s.reserve(bytes, 1, 0, nullptr, nullptr);
+    }
+  }
+  return s;
+}
+}  // namespace
+
+#ifdef WEFT_HAVE_MPI
+
+namespace {
+
+namespace comm = weft::comm;
+
+// --- wire formats (plain structs copied with memcpy; every rank runs the same build) ---
+struct WireTask {
+  std::uint64_t id;
+  CodeAddress code;
+  CodeAddress label;
+  std::int32_t priority;
+  std::uint32_t n_acc;
+  std::uint32_t closure_size;
+  std::uint32_t closure_align;
+};
+struct WireAccess {
+  std::uint64_t address;
+  std::uint64_t bytes;
+  Holders holders;
+  std::uint8_t mode;
+  std::uint8_t flags;  // kSatisfied: `holders` is known (always for strong accesses); kEager: the bytes follow
+};
+struct WireDone {
+  std::uint64_t id;
+  std::uint32_t n_acc;
+  std::uint32_t error_size;
+};
+struct WireSatisfy {
+  std::uint64_t id;
+  std::uint32_t index;
+  Holders holders;
+};
+struct WireData {
+  std::uint64_t address;
+  std::uint64_t bytes;
+};
+struct WireRegion {
+  std::uint64_t start;
+  std::uint64_t bytes;
+  std::uint64_t block;
+  CodeAddress rank_of;
+  std::uint8_t kind;
+  std::uint8_t remove;
+};
+
+template <class T>
+std::span<const std::byte> as_bytes_of(const T& v) {
+  return {reinterpret_cast<const std::byte*>(&v), sizeof v};
+}
+template <class T>
+T read_header(const comm::Message& m) {
+  T v;
+  if (m.header().size() < sizeof v) comm::abort_job("weft::cluster: a malformed message from rank " +
+                                                    std::to_string(m.source()));
+  std::memcpy(&v, m.header().data(), sizeof v);
+  return v;
+}
+
+/// The body of a received task: the closure's bytes (aligned storage of its own) and the code that runs it.
+/// What the body throws is kept for the creator, not thrown here (the rank's root must not fail for it).
+struct ReceivedBody {
+  void (*invoke)(void*, Context&);
+  void* closure;
+  std::size_t align;
+  ClusterTask* state;
+  ReceivedBody(void (*f)(void*, Context&), void* c, std::size_t a, ClusterTask* s) noexcept
+      : invoke(f), closure(c), align(a), state(s) {}
+  ReceivedBody(ReceivedBody&& o) noexcept : invoke(o.invoke), closure(o.closure), align(o.align), state(o.state) {
+    o.closure = nullptr;
+  }
+  ReceivedBody(const ReceivedBody&) = delete;
+  ~ReceivedBody() {
+    if (closure) ::operator delete(closure, std::align_val_t(align));
+  }
+  void operator()(Context& cx) {
+    try {
+      invoke(closure, cx);
+    } catch (const std::exception& e) {
+      state->error = e.what();
+      if (state->error.empty()) state->error = typeid(e).name();
+    } catch (...) {
+      state->error = "an exception that is not a std::exception";
+    }
+  }
+};
+
+std::string describe(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+}  // namespace
+
+class Cluster final : public Engine::Service {
+ public:
+  explicit Cluster(Engine& e);
+  ~Cluster() override;
+
+  Engine& engine;
+  comm::Transport transport;
+  int rank = 0, size = 1;
+  CodeMap code;
+
+  // --- spawning and running tasks (any worker) ---
+  void divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs);
+  void run(Worker& w, Task* t);
+  bool complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo);
+  void weak_ready(Worker& w, Task* t, Task* node);
+  void after_wait(Worker& w, Task* t, const void* address, bool flush);
+  void run_root(void (*call)(void*, Context&), void* arg);
+  void publish_region(const WireRegion& r);
+
+  ClusterTask root_state;  // the directory of the runs' roots (data locations outlive a run)
+
+  // Counters (ClusterStats).
+  std::atomic<std::uint64_t> offloaded{0}, received{0}, control{0}, data_msgs{0}, bytes_eager{0}, bytes_lazy{0},
+      fetches{0}, flushes{0};
+
+ private:
+  struct Incoming {  // a transfer to this rank in flight, by datum
+    bool arrived_early = false;
+    std::vector<Task*> tasks;                 // waiting to run
+    std::vector<std::atomic<int>*> counters;  // waiting flushes
+  };
+  struct Kept {  // a message of a run this rank has not begun
+    comm::Kind kind;
+    int source;
+    std::uint32_t epoch;
+    std::vector<std::byte> header, payload;
+  };
+
+  int choose_executor(ClusterTask& c);
+  void offload(Worker& w, Task* t, ClusterTask& c);
+  bool gather_data(Worker& w, Task* t, ClusterTask& c);
+  void send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload = {});
+  void send_data(int dest, const void* address, std::size_t bytes, bool eager);
+  /// Registers that `address` will arrive here (a fetch sent, or eager data announced). Under in_m_.
+  void expect_locked(const void* address);
+  /// Whether a transfer of `address` to this rank is in flight; if so `t` (or `counter`) waits for it. Under in_m_.
+  bool wait_locked(const void* address, Task* t, std::atomic<int>* counter);
+  void arrived(const void* address);
+  void fetch_to_here(const void* address, std::size_t bytes, Holders h, Task* t, std::atomic<int>* counter);
+  void make_ready(Task* t);
+
+  // Handlers.
+  bool keep_if_early(const comm::Message& m);
+  void on_task(const comm::Message& m);
+  void on_done(const comm::Message& m);
+  void on_satisfy(const comm::Message& m);
+  void on_fetch(const comm::Message& m);
+  void on_data(const comm::Message& m);
+  std::span<std::byte> place_data(const comm::Message& m);
+  void on_end(const comm::Message& m);
+  void on_region(const comm::Message& m);
+  void dispatch(comm::Kind k, const comm::Message& m);
+
+  static std::size_t poll_source(void* self) noexcept;
+  static ProgressDemand source_demand(void* self) noexcept;
+
+  comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0;
+  ProgressSource source_{};
+  std::atomic<std::uint32_t> run_{0};        // the run this rank is in (written under the token)
+  std::atomic<bool> running_{false};
+  std::atomic<std::uint32_t> ended_{0};      // the last run whose end message arrived
+  std::atomic<Task*> root_{nullptr};         // this run's root
+  std::deque<Kept> kept_;                    // under the token
+  std::unordered_map<const std::byte*, std::unique_ptr<std::byte[]>> early_buffers_;  // under the token
+  std::mutex in_m_;
+  std::unordered_map<const void*, Incoming> incoming_;
+  std::mutex received_m_;
+  std::unordered_map<std::uint64_t, Task*> received_;  // (creator << 48 | index) -> task, see on_task
+  std::atomic<std::uint32_t> round_robin_{0};
+  std::atomic<std::uint32_t> received_seq_{0};
+};
+
+namespace {
+
+std::atomic<Cluster*> g_cluster{nullptr};
+
+Cluster& the_cluster() { return *g_cluster.load(std::memory_order_acquire); }
+
+void cluster_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
+  the_cluster().divert_spawn(w, p, t, acc, n, attrs);
+}
+void cluster_run_task(Worker& w, Task* t) { the_cluster().run(w, t); }
+bool cluster_complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  return the_cluster().complete(w, t, best, todo);
+}
+void cluster_after_wait(Worker& w, Task* t, const void* address, bool flush) {
+  the_cluster().after_wait(w, t, address, flush);
+}
+void cluster_weak_ready(Worker& w, Task* t, Task* node) { the_cluster().weak_ready(w, t, node); }
+bool complete_cluster_root(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  t->cluster = nullptr;  // the root's state outlives the run (Cluster::root_state)
+  return complete_dependency(w, t, best, todo);
+}
+
+const TaskKind kClusterRoot{"cluster root", false, false, &run_dependency, &complete_cluster_root, &cluster_spawn,
+                            nullptr, &cluster_after_wait, nullptr};
+
+}  // namespace
+
+const TaskKind kClusterTask{"cluster", false, false, &cluster_run_task, &cluster_complete, &cluster_spawn,
+                            nullptr, &cluster_after_wait, &cluster_weak_ready};
+
+namespace {
+bool is_cluster_parent(const Task* p) { return p->kind == &kClusterTask || p->kind == &kClusterRoot; }
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Construction: transport, address space, consistency
+// ---------------------------------------------------------------------------------------------------------
+
+Cluster::Cluster(Engine& e) : engine(e) {
+  rank = transport.rank();
+  size = transport.size();
+  if (size > 64)
+    throw std::runtime_error("weft: a cluster runs on at most 64 processes (this job has " + std::to_string(size) +
+                             ")");
+  auto h = [this](void (Cluster::*f)(const comm::Message&)) {
+    return comm::Handler{.deliver = [this, f](const comm::Message& m) {
+      if (!keep_if_early(m)) (this->*f)(m);
+    }};
+  };
+  k_task_ = transport.register_kind("weft.cluster.task", h(&Cluster::on_task));
+  k_done_ = transport.register_kind("weft.cluster.done", h(&Cluster::on_done));
+  k_satisfy_ = transport.register_kind("weft.cluster.satisfy", h(&Cluster::on_satisfy));
+  k_fetch_ = transport.register_kind("weft.cluster.fetch", h(&Cluster::on_fetch));
+  comm::Handler data = h(&Cluster::on_data);
+  data.place = [this](const comm::Message& m) { return place_data(m); };
+  k_data_ = transport.register_kind("weft.cluster.data", std::move(data));
+  k_end_ = transport.register_kind("weft.cluster.end", h(&Cluster::on_end));
+  // Regions are published whenever rank 0 allocates (also between runs): applied as they come.
+  k_region_ = transport.register_kind("weft.cluster.region",
+                                      {.deliver = [this](const comm::Message& m) { on_region(m); }});
+  // Same executable and libraries everywhere: the kinds' names carry the loaded objects' signature, which
+  // check_consistency compares.
+  char sig[64];
+  std::snprintf(sig, sizeof sig, "weft.cluster.objects/%016llx", static_cast<unsigned long long>(code.signature()));
+  transport.register_kind(sig, {.deliver = [](const comm::Message&) {}});
+  try {
+    transport.check_consistency();
+  } catch (const comm::comm_error& x) {
+    throw std::runtime_error(std::string("weft: the processes of the cluster differ (do they all run the same "
+                                         "executable with the same libraries and Options?): ") +
+                             x.what());
+  }
+  // The common address space: rank 0 proposes, everybody checks (see address_space.hpp).
+  struct Ctx {
+    MPI_Comm comm;
+  } ctx{comm::MpiEnv::get().comm()};
+  AddressSpace::get().reserve(
+      e.options.cluster_memory, size, rank,
+      [](void* c, std::uintptr_t mine, bool ok) -> std::uintptr_t {
+        MPI_Comm comm = static_cast<Ctx*>(c)->comm;
+        std::uint64_t v = mine;
+        MPI_Bcast(&v, 1, MPI_UINT64_T, 0, comm);
+        int all = ok ? 1 : 0, agreed = 0;
+        MPI_Allreduce(&all, &agreed, 1, MPI_INT, MPI_MIN, comm);
+        return agreed ? static_cast<std::uintptr_t>(v) : 0;
+      },
+      &ctx);
+  source_ = {&poll_source, &source_demand, this};
+}
+
+Cluster::~Cluster() {
+  Cluster* self = this;
+  g_cluster.compare_exchange_strong(self, nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Spawning: the cluster state of a new task, then the usual registration
+// ---------------------------------------------------------------------------------------------------------
+
+void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
+  const OffloadSpec* spec = tls_offload_spec;
+  tls_offload_spec = nullptr;
+  std::unique_ptr<ClusterTask> c;
+  try {
+    for (std::size_t i = 0; i < n; ++i) {
+      const AccessMode m = acc[i].mode;
+      if (m == AccessMode::inoutset || m == AccessMode::commutative || m == AccessMode::reduction ||
+          m == AccessMode::weak_reduction)
+        throw std::invalid_argument(std::string("weft: ") + to_string(m) +
+                                    " accesses are not supported in a job of several processes yet (a cluster "
+                                    "Runtime; see weft/cluster.hpp)");
+    }
+    c = std::make_unique<ClusterTask>();
+    if (spec) {
+      if (spec->node < -1 || spec->node >= size)
+        throw std::invalid_argument("weft::node(" + std::to_string(spec->node) + "): the job has " +
+                                    std::to_string(size) + " processes (0 .. " + std::to_string(size - 1) + ")");
+      c->node = spec->node;
+      c->ops = spec->ops;
+      check_closure(spec->ops->inline_stored ? static_cast<const void*>(t->body) : *reinterpret_cast<void**>(t->body),
+                    spec->ops->size);
+    }
+    // Each access points at its parent's cell for the datum: the parent's own access, else a cell of its own.
+    ClusterTask& pc = *p->cluster;
+    c->n_acc = static_cast<std::uint32_t>(n);
+    c->acc = std::make_unique<ClusterAccess[]>(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ClusterAccess& a = c->acc[i];
+      a.address = acc[i].address;
+      a.bytes = acc[i].bytes;
+      a.mode = acc[i].mode;
+      std::atomic<Holders>* cell = nullptr;
+      for (std::uint32_t k = 0; k < pc.n_acc && !cell; ++k)
+        if (pc.acc[k].address == a.address) {
+          cell = &pc.acc[k].holders;
+          if (!pc.acc[k].touched) {
+            pc.acc[k].touched = true;
+            pc.touched.push_back({a.address, cell, pc.acc[k].bytes, &pc.acc[k].touched});
+          }
+        }
+      if (!cell) {
+        auto& slot = pc.cells[a.address];
+        if (!slot) {
+          slot = std::make_unique<ClusterTask::Cell>();
+          slot->holders.store(bit(rank), std::memory_order_relaxed);  // never accessed by a task yet: here
+        }
+        slot->bytes = std::max(slot->bytes, a.bytes);
+        cell = &slot->holders;
+        if (!slot->touched) {
+          slot->touched = true;
+          pc.touched.push_back({a.address, cell, slot->bytes, &slot->touched});
+        }
+      }
+      a.where = cell;
+      if (is_weak_mode(a.mode)) a.holders.store(cell->load(std::memory_order_acquire), std::memory_order_relaxed);
+    }
+  } catch (...) {
+    t->body_ops->destroy(t);
+    free_dependency_task(w, t);
+    trace::on_spawn_end(w);
+    throw;
+  }
+  t->cluster = c.get();
+  t->kind = &kClusterTask;  // before registration: once linked, a predecessor may run it
+  register_and_schedule(w, p, t, acc, n, attrs);  // on failure t is gone, and c with it
+  c.release();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Running: offload, or bring the data here and run the body
+// ---------------------------------------------------------------------------------------------------------
+
+int Cluster::choose_executor(ClusterTask& c) {
+  if (c.node >= 0) return c.node;
+  if (c.node == -2 || c.role == ClusterTask::Role::received) return rank;
+  switch (engine.options.offload_policy) {
+    case OffloadPolicy::round_robin:
+      return static_cast<int>(round_robin_.fetch_add(1, std::memory_order_relaxed) % static_cast<unsigned>(size));
+    case OffloadPolicy::random: {
+      thread_local std::minstd_rand rng(static_cast<unsigned>(rank * 7919 + 17));
+      return static_cast<int>(rng() % static_cast<unsigned>(size));
+    }
+    case OffloadPolicy::locality: {
+      // Bytes each rank already holds of what the task reads; for data not written yet (out, or weak access
+      // not satisfied), the affinity of its dmalloc distribution.
+      std::uint64_t score[64] = {};
+      bool any = false;
+      AddressSpace& as = AddressSpace::get();
+      for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+        const ClusterAccess& a = c.acc[i];
+        const bool known = !is_weak_mode(a.mode) || (a.weak_state.load(std::memory_order_acquire) & kSatisfied);
+        if (a.mode != AccessMode::out && known) {
+          const Holders h = is_weak_mode(a.mode) ? a.holders.load(std::memory_order_acquire)
+                                                 : a.where->load(std::memory_order_acquire);
+          for (int r = 0; r < size; ++r)
+            if (h & bit(r)) score[r] += a.bytes, any = true;
+        } else if (int r = as.affinity(a.address); r >= 0) {
+          score[r] += a.bytes;
+          any = true;
+        }
+      }
+      if (!any)
+        return static_cast<int>(round_robin_.fetch_add(1, std::memory_order_relaxed) % static_cast<unsigned>(size));
+      int best = rank;
+      for (int r = 0; r < size; ++r)
+        if (score[r] > score[best]) best = r;
+      return best;
+    }
+  }
+  return rank;
+}
+
+void Cluster::run(Worker& w, Task* t) {
+  ClusterTask& c = *t->cluster;
+  if (!c.data_ready) {
+    if (t->cancelled.load(std::memory_order_relaxed)) {
+      c.data_ready = true;  // a cancelled task moves no data and runs nowhere else
+    } else {
+      if (c.executor < 0) c.executor = choose_executor(c);
+      if (c.executor != rank) {
+        offload(w, t, c);
+        return;
+      }
+      if (!gather_data(w, t, c)) return;  // parked: the last transfer to arrive makes it ready again
+    }
+  }
+  run_dependency(w, t);
+}
+
+void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
+  c.role = ClusterTask::Role::offloaded;
+  const int dest = c.executor;
+  const bool eager = engine.options.eager_transfers;
+  const OffloadOps& ops = *c.ops;
+  const void* closure = ops.inline_stored ? static_cast<const void*>(t->body) : *reinterpret_cast<void**>(t->body);
+  WireTask head{reinterpret_cast<std::uint64_t>(t), code.encode(reinterpret_cast<const void*>(ops.invoke)),
+                CodeAddress{}, t->priority, c.n_acc, static_cast<std::uint32_t>(ops.size),
+                static_cast<std::uint32_t>(ops.align)};
+  if (t->label) {
+    try {
+      head.label = code.encode(t->label);
+    } catch (const std::invalid_argument&) {  // a label that is no literal: the executor's trace goes without
+    }
+  }
+  std::vector<std::byte> payload(c.n_acc * sizeof(WireAccess) + ops.size);
+  std::vector<std::uint32_t> eager_sends;
+  for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+    ClusterAccess& a = c.acc[i];
+    WireAccess wa{reinterpret_cast<std::uint64_t>(a.address), a.bytes, 0, static_cast<std::uint8_t>(a.mode), 0};
+    if (is_weak_mode(a.mode)) {
+      // Satisfied already (weak_ready ran): its holders go with the task; else weak_ready sends them later.
+      if (a.weak_state.fetch_or(kSent, std::memory_order_acq_rel) & kSatisfied) {
+        wa.holders = a.holders.load(std::memory_order_acquire);
+        wa.flags = kSatisfied;
+      }
+    } else {
+      Holders h = a.where->load(std::memory_order_acquire);
+      if (a.mode != AccessMode::out && !(h & bit(dest)) && eager && (h & bit(rank))) {
+        eager_sends.push_back(i);
+        h |= bit(dest);  // it will have it: the executor waits for the data announced here
+        if (a.mode == AccessMode::in) a.where->fetch_or(bit(dest), std::memory_order_acq_rel);
+      }
+      wa.holders = h;
+      wa.flags = kSatisfied | (!eager_sends.empty() && eager_sends.back() == i ? kEager : 0);
+    }
+    std::memcpy(payload.data() + i * sizeof(WireAccess), &wa, sizeof wa);
+  }
+  std::memcpy(payload.data() + c.n_acc * sizeof(WireAccess), closure, ops.size);
+  // The task completes when its executor reports it done: a completion unit, as weft::Event takes.
+  t->alive.fetch_add(kEventUnit, std::memory_order_relaxed);
+  if (Task* p = t->parent) held_events(p).fetch_add(1, std::memory_order_relaxed);
+  send(dest, k_task_, as_bytes_of(head), payload);
+  for (std::uint32_t i : eager_sends) send_data(dest, c.acc[i].address, c.acc[i].bytes, true);
+  offloaded.fetch_add(1, std::memory_order_relaxed);
+  t->body_ops->destroy(t);  // the executor runs its copy
+  c.data_ready = true;
+  end_body(w, t);
+}
+
+void Cluster::send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload) {
+  transport.send(dest, k, header, payload, run_.load(std::memory_order_relaxed));
+  control.fetch_add(1, std::memory_order_relaxed);
+  // Out at this worker's next poll, right after its task, rather than after its next tasks (see flow/remote.cpp).
+  if (Worker* w = tls_worker; w && !w->engine->progress_worker) {
+    w->last_busy_poll = {};
+    w->progress_countdown.store(1, std::memory_order_relaxed);
+  }
+}
+
+void Cluster::send_data(int dest, const void* address, std::size_t bytes, bool eager) {
+  const WireData d{reinterpret_cast<std::uint64_t>(address), bytes};
+  // Borrowed: the bytes stay as they are until every task that needs this version has run, which includes the
+  // one the transfer is for.
+  transport.send(dest, k_data_, as_bytes_of(d), {static_cast<const std::byte*>(address), bytes}, [] {},
+                 run_.load(std::memory_order_relaxed));
+  data_msgs.fetch_add(1, std::memory_order_relaxed);
+  (eager ? bytes_eager : bytes_lazy).fetch_add(bytes, std::memory_order_relaxed);
+  if (Worker* w = tls_worker; w && !w->engine->progress_worker) {
+    w->last_busy_poll = {};
+    w->progress_countdown.store(1, std::memory_order_relaxed);
+  }
+}
+
+void Cluster::expect_locked(const void* address) {
+  auto [it, fresh] = incoming_.try_emplace(address);
+  if (!fresh && it->second.arrived_early) incoming_.erase(it);  // the data came before its announcement
+}
+
+bool Cluster::wait_locked(const void* address, Task* t, std::atomic<int>* counter) {
+  auto it = incoming_.find(address);
+  if (it == incoming_.end() || it->second.arrived_early) return false;
+  if (t) it->second.tasks.push_back(t);
+  if (counter) it->second.counters.push_back(counter);
+  return true;
+}
+
+void Cluster::fetch_to_here(const void* address, std::size_t bytes, Holders h, Task* t, std::atomic<int>* counter) {
+  // Under in_m_: a transfer already on its way serves this too; else ask a holder (the lowest-numbered one).
+  if (wait_locked(address, t, counter)) return;
+  expect_locked(address);
+  wait_locked(address, t, counter);
+  int from = 0;
+  while (from < size && !(h & bit(from))) ++from;
+  if (from >= size) comm::abort_job("weft::cluster: a datum has no holder (internal error)");
+  const WireData d{reinterpret_cast<std::uint64_t>(address), bytes};
+  send(from, k_fetch_, as_bytes_of(d));
+  fetches.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
+  (void)w;
+  // One unit for this pass: the task cannot be made ready by an arrival before the pass has registered all.
+  c.missing.store(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> g(in_m_);
+    for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+      ClusterAccess& a = c.acc[i];
+      if (is_weak_mode(a.mode)) continue;  // its children fetch what they use
+      const bool received = c.role == ClusterTask::Role::received;
+      const Holders h = received ? a.holders.load(std::memory_order_relaxed) : a.where->load(std::memory_order_acquire);
+      if (a.mode == AccessMode::out) {
+        a.holders.store(bit(rank), std::memory_order_relaxed);
+        continue;
+      }
+      if (!(h & bit(rank))) {
+        c.missing.fetch_add(1, std::memory_order_relaxed);
+        fetch_to_here(a.address, a.bytes, h, t, nullptr);
+        if (!received && a.mode == AccessMode::in) a.where->fetch_or(bit(rank), std::memory_order_acq_rel);
+      } else if (wait_locked(a.address, t, nullptr)) {
+        c.missing.fetch_add(1, std::memory_order_relaxed);
+      }
+      a.holders.store(writes(a.mode) ? bit(rank) : (h | bit(rank)), std::memory_order_relaxed);
+    }
+  }
+  c.data_ready = true;
+  return c.missing.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
+void Cluster::make_ready(Task* t) {
+  Worker& w = *tls_worker;
+  schedule(w, t);
+}
+
+void Cluster::arrived(const void* address) {
+  Incoming in;
+  {
+    std::lock_guard<std::mutex> g(in_m_);
+    auto it = incoming_.find(address);
+    if (it == incoming_.end() || it->second.arrived_early) {
+      incoming_[address].arrived_early = true;  // announced later (its task's message is still to come)
+      return;
+    }
+    in = std::move(it->second);
+    incoming_.erase(it);
+  }
+  // acq_rel: the bytes written by the transfer (on this thread) happen before the waiting task's run.
+  for (Task* t : in.tasks)
+    if (t->cluster->missing.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(t);
+  for (std::atomic<int>* c : in.counters) c->fetch_sub(1, std::memory_order_acq_rel);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Completion: where the data is now
+// ---------------------------------------------------------------------------------------------------------
+
+bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  std::unique_ptr<ClusterTask> c(t->cluster);
+  t->cluster = nullptr;
+  const bool cancelled = t->cancelled.load(std::memory_order_relaxed);
+  if (c->role == ClusterTask::Role::local && !cancelled) {
+    for (std::uint32_t i = 0; i < c->n_acc; ++i) {
+      const ClusterAccess& a = c->acc[i];
+      const Holders h = a.holders.load(std::memory_order_acquire);
+      if (writes(a.mode))
+        a.where->store(h, std::memory_order_release);
+      else
+        a.where->fetch_or(h, std::memory_order_acq_rel);
+    }
+  }
+  if (c->role != ClusterTask::Role::received) return complete_dependency(w, t, best, todo);
+
+  // A received task: report to its creator (the error of its body, else of a child its body did not rethrow),
+  // then free it: it is named by no record here.
+  if (std::exception_ptr e = take_child_error(w, t); e && c->error.empty()) c->error = describe(e);
+  std::vector<std::byte> payload(c->n_acc * sizeof(Holders) + c->error.size());
+  for (std::uint32_t i = 0; i < c->n_acc; ++i) {
+    const Holders h = c->acc[i].holders.load(std::memory_order_acquire);
+    std::memcpy(payload.data() + i * sizeof(Holders), &h, sizeof h);
+  }
+  std::memcpy(payload.data() + c->n_acc * sizeof(Holders), c->error.data(), c->error.size());
+  const WireDone d{c->creator_id, c->n_acc, static_cast<std::uint32_t>(c->error.size())};
+  {
+    std::lock_guard<std::mutex> g(received_m_);
+    received_.erase((static_cast<std::uint64_t>(c->creator) << 56) ^ c->creator_id);
+  }
+  send(c->creator, k_done_, as_bytes_of(d), payload);
+  const bool counted = complete_dependency(w, t, best, todo);
+  free_dependency_task(w, t);
+  return counted;
+}
+
+void Cluster::weak_ready(Worker& w, Task* t, Task* node) {
+  (void)w;
+  ClusterTask& c = *t->cluster;
+  if (c.role == ClusterTask::Role::received) return;  // on_satisfy set the holders before releasing the node
+  for (std::uint8_t k = 0; k < t->n_weak; ++k) {
+    if (t->weak[k].node != node) continue;
+    for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+      ClusterAccess& a = c.acc[i];
+      if (a.address != t->weak[k].address || !is_weak_mode(a.mode)) continue;
+      // The datum's predecessors have finished: the parent's cell names its latest version.
+      const Holders h = a.where->load(std::memory_order_acquire);
+      a.holders.store(h, std::memory_order_release);
+      if (a.weak_state.fetch_or(kSatisfied, std::memory_order_acq_rel) & kSent) {
+        const WireSatisfy s{reinterpret_cast<std::uint64_t>(t), i, h};
+        send(c.executor, k_satisfy_, as_bytes_of(s));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Waits: the flush
+// ---------------------------------------------------------------------------------------------------------
+
+void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
+  ClusterTask& c = *t->cluster;
+  std::atomic<int> pending{1};
+  auto bring = [&](const void* a, std::atomic<Holders>* cell, std::size_t bytes) {  // under in_m_
+    const Holders h = cell->load(std::memory_order_acquire);
+    if (!(h & bit(rank))) {
+      pending.fetch_add(1, std::memory_order_relaxed);
+      fetch_to_here(a, bytes, h, nullptr, &pending);
+      cell->fetch_or(bit(rank), std::memory_order_acq_rel);
+      flushes.fetch_add(1, std::memory_order_relaxed);
+    } else if (wait_locked(a, nullptr, &pending)) {
+      pending.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  {
+    std::lock_guard<std::mutex> g(in_m_);
+    if (address) {  // taskwait_on(x): x, whether or not a child touched it since the last wait
+      for (std::uint32_t i = 0; i < c.n_acc; ++i)
+        if (c.acc[i].address == address) bring(address, &c.acc[i].holders, c.acc[i].bytes);
+      if (auto it = c.cells.find(address); it != c.cells.end()) bring(address, &it->second->holders, it->second->bytes);
+    } else {
+      for (const ClusterTask::Touched& x : c.touched) {
+        *x.flag = false;
+        if (flush) bring(x.address, x.cell, x.bytes);
+      }
+      c.touched.clear();
+    }
+  }
+  if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) return;
+  wait_until(w, [&] { return pending.load(std::memory_order_acquire) == 0; });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Handlers (on the polling thread, under the progress token)
+// ---------------------------------------------------------------------------------------------------------
+
+bool Cluster::keep_if_early(const comm::Message& m) {
+  if (m.epoch() == run_.load(std::memory_order_relaxed) && running_.load(std::memory_order_relaxed)) return false;
+  Kept k{m.kind(), m.source(), m.epoch(), {m.header().begin(), m.header().end()},
+         {m.payload().begin(), m.payload().end()}};
+  kept_.push_back(std::move(k));
+  if (!m.payload().empty()) early_buffers_.erase(m.payload().data());  // copied: its placed buffer, if any
+  return true;
+}
+
+std::span<std::byte> Cluster::place_data(const comm::Message& m) {
+  const WireData d = read_header<WireData>(m);
+  if (m.epoch() != run_.load(std::memory_order_relaxed) || !running_.load(std::memory_order_relaxed)) {
+    // A run this rank has not begun: into a buffer of ours, kept with the message (keep_if_early).
+    auto buf = std::make_unique<std::byte[]>(m.payload_size());
+    std::span<std::byte> out{buf.get(), m.payload_size()};
+    early_buffers_.emplace(buf.get(), std::move(buf));
+    return out;
+  }
+  return {reinterpret_cast<std::byte*>(d.address), m.payload_size()};
+}
+
+void Cluster::on_data(const comm::Message& m) {
+  const WireData d = read_header<WireData>(m);
+  auto* dst = reinterpret_cast<std::byte*>(d.address);
+  if (m.payload().data() != dst) std::memcpy(dst, m.payload().data(), m.payload().size());
+  arrived(dst);
+}
+
+void Cluster::on_fetch(const comm::Message& m) {
+  const WireData d = read_header<WireData>(m);
+  send_data(m.source(), reinterpret_cast<const void*>(d.address), d.bytes, false);
+}
+
+void Cluster::on_task(const comm::Message& m) {
+  Worker& w = *tls_worker;
+  const WireTask head = read_header<WireTask>(m);
+  Task* root = root_.load(std::memory_order_acquire);
+  auto c = std::make_unique<ClusterTask>();
+  c->role = ClusterTask::Role::received;
+  c->creator = m.source();
+  c->creator_id = head.id;
+  c->executor = rank;
+  c->n_acc = head.n_acc;
+  c->acc = std::make_unique<ClusterAccess[]>(head.n_acc);
+  const std::byte* p = m.payload().data();
+  if (m.payload().size() < head.n_acc * sizeof(WireAccess) + head.closure_size)
+    comm::abort_job("weft::cluster: a malformed task message from rank " + std::to_string(m.source()));
+  std::uint32_t n_weak = 0;
+  {
+    std::lock_guard<std::mutex> g(in_m_);
+    for (std::uint32_t i = 0; i < head.n_acc; ++i) {
+      WireAccess wa;
+      std::memcpy(&wa, p + i * sizeof wa, sizeof wa);
+      ClusterAccess& a = c->acc[i];
+      a.address = reinterpret_cast<const void*>(wa.address);
+      a.bytes = wa.bytes;
+      a.mode = static_cast<AccessMode>(wa.mode);
+      a.holders.store(wa.holders, std::memory_order_relaxed);
+      if (is_weak_mode(a.mode) && !(wa.flags & kSatisfied)) ++n_weak;
+      // Eager: the creator held the datum, named this rank a holder and sends the bytes right after this
+      // message; the task (and any other here that needs the datum) waits for them.
+      if (wa.flags & kEager) expect_locked(a.address);
+    }
+  }
+  // The body: the closure's bytes in storage of their own, run by the code the creator named.
+  void* closure = ::operator new(std::max<std::size_t>(head.closure_size, 1), std::align_val_t(head.closure_align));
+  std::memcpy(closure, p + head.n_acc * sizeof(WireAccess), head.closure_size);
+  auto invoke = reinterpret_cast<void (*)(void*, Context&)>(const_cast<void*>(code.decode(head.code)));
+  ReceivedBody body(invoke, closure, head.closure_align, c.get());
+  Task* t = w.allocate();
+  init_task(w, t, root, &kClusterTask);
+  install_body(t, std::move(body));
+  t->priority = head.priority;
+  t->label = static_cast<const char*>(code.decode(head.label));
+  t->pending.store(0, std::memory_order_relaxed);
+  // Weak accesses not satisfied yet: a node each, which the satisfy message releases; the task's children
+  // accessing the datum wait on it (new_record), and the task completes only after it.
+  if (n_weak) {
+    t->weak = new WeakLink[n_weak];
+    for (std::uint32_t i = 0; i < c->n_acc; ++i) {
+      ClusterAccess& a = c->acc[i];
+      WireAccess wa;
+      std::memcpy(&wa, p + i * sizeof wa, sizeof wa);
+      if (!is_weak_mode(a.mode) || (wa.flags & kSatisfied)) continue;
+      Task* node = w.allocate();
+      init_task(w, node, t, &kWeakNode);
+      node->pending.store(1, std::memory_order_relaxed);
+      node->n_edges = 2;  // released with the atomic decrement (never the single-predecessor shortcut)
+      a.weak_node = node;
+      t->weak[t->n_weak++] = WeakLink{a.address, node};
+      t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
+      ++w.counters.internal_nodes;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(received_m_);
+    received_[(static_cast<std::uint64_t>(m.source()) << 56) ^ head.id] = t;
+  }
+  t->cluster = c.release();
+  received.fetch_add(1, std::memory_order_relaxed);
+  count_new_child(w, root);
+  ++w.counters.tasks_created;
+  schedule(w, t);
+}
+
+void Cluster::on_satisfy(const comm::Message& m) {
+  const WireSatisfy s = read_header<WireSatisfy>(m);
+  Task* t;
+  {
+    std::lock_guard<std::mutex> g(received_m_);
+    auto it = received_.find((static_cast<std::uint64_t>(m.source()) << 56) ^ s.id);
+    if (it == received_.end()) comm::abort_job("weft::cluster: a satisfy message for an unknown task");
+    t = it->second;
+  }
+  ClusterAccess& a = t->cluster->acc[s.index];
+  a.holders.store(s.holders, std::memory_order_release);
+  Task* node = a.weak_node;
+  Worker& w = *tls_worker;
+  if (node->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    weft::detail::complete(w, node);
+    if (Task* n = w.next) {  // queued where any worker can take it: this is a poll, not the end of a task
+      w.next = nullptr;
+      schedule(w, n);
+    }
+  }
+}
+
+void Cluster::on_done(const comm::Message& m) {
+  const WireDone d = read_header<WireDone>(m);
+  Task* t = reinterpret_cast<Task*>(d.id);
+  ClusterTask& c = *t->cluster;
+  const std::byte* p = m.payload().data();
+  for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+    Holders h;
+    std::memcpy(&h, p + i * sizeof h, sizeof h);
+    ClusterAccess& a = c.acc[i];
+    if (writes(a.mode))
+      a.where->store(h, std::memory_order_release);
+    else
+      a.where->fetch_or(h, std::memory_order_acq_rel);
+  }
+  std::exception_ptr error;
+  if (d.error_size)
+    error = std::make_exception_ptr(
+        remote_error(m.source(), std::string(reinterpret_cast<const char*>(p + c.n_acc * sizeof(Holders)), d.error_size)));
+  fulfill_event(engine, t, error);
+}
+
+void Cluster::on_end(const comm::Message& m) { ended_.store(m.epoch(), std::memory_order_release); }
+
+void Cluster::on_region(const comm::Message& m) {
+  const WireRegion r = read_header<WireRegion>(m);
+  AddressSpace& as = AddressSpace::get();
+  if (r.remove) {
+    as.remove_region(r.start);
+    as.release_pages(reinterpret_cast<void*>(r.start), r.bytes);
+    return;
+  }
+  Distribution dist;
+  dist.kind = static_cast<Distribution::Kind>(r.kind);
+  dist.block = r.block;
+  dist.rank_of = reinterpret_cast<int (*)(std::size_t, std::size_t, int)>(const_cast<void*>(code.decode(r.rank_of)));
+  as.add_region({r.start, r.bytes, dist});
+}
+
+void Cluster::publish_region(const WireRegion& r) {
+  for (int d = 1; d < size; ++d) transport.send(d, k_region_, as_bytes_of(r), {}, 0);
+}
+
+void Cluster::dispatch(comm::Kind k, const comm::Message& m) {
+  if (k == k_task_) on_task(m);
+  else if (k == k_done_) on_done(m);
+  else if (k == k_satisfy_) on_satisfy(m);
+  else if (k == k_fetch_) on_fetch(m);
+  else if (k == k_data_) on_data(m);
+  else if (k == k_end_) on_end(m);
+  else if (k == k_region_) on_region(m);
+}
+
+std::size_t Cluster::poll_source(void* self) noexcept {
+  try {
+    return static_cast<Cluster*>(self)->transport.poll();
+  } catch (const std::exception& x) {
+    comm::abort_job(std::string("weft::cluster: progress failed: ") + x.what());
+  }
+}
+
+ProgressDemand Cluster::source_demand(void* self) noexcept {
+  auto* c = static_cast<Cluster*>(self);
+  if (c->transport.outstanding() != 0) return ProgressDemand::polling;
+  return c->running_.load(std::memory_order_acquire) ? ProgressDemand::timed : ProgressDemand::none;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Runs
+// ---------------------------------------------------------------------------------------------------------
+
+void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
+  struct Args {
+    Cluster* self;
+    void (*call)(void*, Context&);
+    void* arg;
+  } args{this, call, arg};
+  engine.run_root(
+      &kClusterRoot,
+      [](void* a, Context& cx) {
+        auto& x = *static_cast<Args*>(a);
+        Cluster& self = *x.self;
+        Worker& w = *tls_worker;
+        Task* root = ContextAccess::task(cx);
+        root->cluster = &self.root_state;
+        self.root_.store(root, std::memory_order_release);
+        std::uint32_t run;
+        {
+          // Begin the run under the token: the handlers see the new run and the kept messages go first.
+          comm::TokenScope hold(comm::MpiEnv::get().token());
+          run = self.run_.load(std::memory_order_relaxed) + 1;
+          self.run_.store(run, std::memory_order_relaxed);
+          self.running_.store(true, std::memory_order_release);
+          std::deque<Kept> kept = std::move(self.kept_);
+          self.kept_.clear();
+          for (Kept& k : kept) {
+            if (k.epoch != run) {
+              self.kept_.push_back(std::move(k));
+              continue;
+            }
+            const comm::Message m(k.source, k.kind, k.epoch, k.header, k.payload, k.payload.size());
+            self.dispatch(k.kind, m);
+          }
+        }
+        self.engine.attach_progress(&self.source_);
+        struct Detach {
+          Cluster& c;
+          ~Detach() {
+            c.engine.detach_progress(&c.source_);
+            c.running_.store(false, std::memory_order_release);
+            c.root_.store(nullptr, std::memory_order_release);
+          }
+        } detach{self};
+        std::exception_ptr error;
+        if (self.rank == 0) {
+          try {
+            x.call(x.arg, cx);
+            cx.taskwait();  // the end of a run flushes (see weft/cluster.hpp)
+          } catch (...) {
+            error = std::current_exception();
+            wait_for_children(w, root);
+          }
+          for (int d = 1; d < self.size; ++d) self.send(d, self.k_end_, {});
+        } else {
+          wait_until(
+              w,
+              [&] {
+                return self.ended_.load(std::memory_order_acquire) >= run && unfinished_children(w, root) == 0;
+              },
+              nullptr, /*keep_polling=*/true);
+        }
+        // What this rank still owes the others (its last reports, the end messages) leaves before the run ends.
+        while (self.transport.outstanding() != 0)
+          if (self.transport.poll() == 0) std::this_thread::yield();
+        if (error) std::rethrow_exception(error);
+      },
+      &args);
+}
+
+#else  // without MPI: always one process, no task of this kind is ever made
+
+const TaskKind kClusterTask{"cluster", false, false, &run_dependency, &complete_dependency, nullptr, nullptr,
+                            nullptr, nullptr};
+namespace {
+bool is_cluster_parent(const Task*) { return false; }
+}  // namespace
+
+#endif  // WEFT_HAVE_MPI
+
+// ---------------------------------------------------------------------------------------------------------
+// Entry points
+// ---------------------------------------------------------------------------------------------------------
+
+namespace {
+constexpr std::size_t kServiceCluster = 1;  // Engine service slot (kServiceMpiRequests is 0)
+static_assert(kServiceCluster < Engine::kServiceSlots);
+
+bool several_processes() { return process_rank().several(); }
+}  // namespace
+
+void start_cluster(Engine& e) {
+#ifdef WEFT_HAVE_MPI
+  if (!several_processes()) return;
+  Cluster* existing = g_cluster.load(std::memory_order_acquire);
+  if (existing)
+    throw std::logic_error("weft: a cluster Runtime already exists in this process; a process runs one at a time");
+  Engine::Service& s = e.install_service(kServiceCluster, [](Engine& en) -> std::unique_ptr<Engine::Service> {
+    return std::make_unique<Cluster>(en);
+  });
+  g_cluster.store(static_cast<Cluster*>(&s), std::memory_order_release);
+#else
+  (void)e;
+#endif
+}
+
+bool cluster_run(Engine& e, void (*call)(void*, Context&), void* arg) {
+#ifdef WEFT_HAVE_MPI
+  Engine::Service* s = e.service(kServiceCluster);
+  if (!s) return false;
+  static_cast<Cluster*>(s)->run_root(call, arg);
+  return true;
+#else
+  (void)e, (void)call, (void)arg;
+  return false;
+#endif
+}
+
+ClusterStats cluster_stats(const Engine& e) {
+  ClusterStats st;
+#ifdef WEFT_HAVE_MPI
+  if (Engine::Service* s = e.service(kServiceCluster)) {
+    auto& c = *static_cast<Cluster*>(s);
+    st.tasks_offloaded = c.offloaded.load();
+    st.tasks_received = c.received.load();
+    st.control_messages = c.control.load();
+    st.data_messages = c.data_msgs.load();
+    st.bytes_eager = c.bytes_eager.load();
+    st.bytes_lazy = c.bytes_lazy.load();
+    st.fetches = c.fetches.load();
+    st.flushes = c.flushes.load();
+  }
+#else
+  (void)e;
+#endif
+  return st;
+}
+
+void finish_spawn_offload(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs,
+                          const OffloadSpec& spec) {
+  Task* p = ContextAccess::task(cx);
+  if (is_cluster_parent(p)) {
+    tls_offload_spec = &spec;
+    struct Reset {
+      ~Reset() { tls_offload_spec = nullptr; }
+    } reset;
+    finish_spawn(cx, t, acc, n, attrs);
+    return;
+  }
+  // One process: the clause changes nothing, but a rank that does not exist is an error here too.
+  if (spec.node > 0) {
+    t->body_ops->destroy(t);
+    discard_spawn(cx, t);
+    throw std::invalid_argument("weft::node(" + std::to_string(spec.node) + "): the job has 1 process (0 .. 0)");
+  }
+  finish_spawn(cx, t, acc, n, attrs);
+}
+
+}  // namespace weft::detail
+
+// ---------------------------------------------------------------------------------------------------------
+// Public API
+// ---------------------------------------------------------------------------------------------------------
+
+namespace weft {
+
+int num_nodes() {
+#ifdef WEFT_HAVE_MPI
+  if (detail::Cluster* c = detail::g_cluster.load(std::memory_order_acquire)) return c->size;
+#endif
+  return 1;
+}
+
+int node_id() {
+#ifdef WEFT_HAVE_MPI
+  if (detail::Cluster* c = detail::g_cluster.load(std::memory_order_acquire)) return c->rank;
+#endif
+  return 0;
+}
+
+namespace {
+detail::AddressSpace& space_for(const char* what) {
+#ifdef WEFT_HAVE_MPI
+  if (detail::g_cluster.load(std::memory_order_acquire)) return detail::AddressSpace::get();
+#endif
+  if (detail::several_processes())
+    throw std::logic_error(std::string("weft::") + what +
+                           ": this job has several processes but no cluster Runtime (Options::cluster, "
+                           "WEFT_CLUSTER=1) exists");
+  return detail::local_space();
+}
+}  // namespace
+
+void* dmalloc(std::size_t bytes, const Distribution& distribution) {
+  detail::AddressSpace& as = space_for("dmalloc");
+  if (node_id() != 0)
+    throw std::logic_error("weft::dmalloc: called on rank " + std::to_string(node_id()) +
+                           "; dmalloc is called by rank 0 (tasks elsewhere use weft::lmalloc)");
+  if (distribution.kind == Distribution::Kind::custom && !distribution.rank_of)
+    throw std::invalid_argument("weft::dmalloc: Distribution::custom needs a function");
+  if (distribution.kind == Distribution::Kind::cyclic && distribution.block == 0)
+    throw std::invalid_argument("weft::dmalloc: Distribution::cyclic needs a block size above 0");
+  void* p = as.dmalloc(bytes);
+  as.add_region({reinterpret_cast<std::uintptr_t>(p), bytes, distribution});
+#ifdef WEFT_HAVE_MPI
+  if (detail::Cluster* c = detail::g_cluster.load(std::memory_order_acquire)) {
+    detail::WireRegion r{reinterpret_cast<std::uint64_t>(p), bytes, distribution.block,
+                         c->code.encode(reinterpret_cast<const void*>(distribution.rank_of)),
+                         static_cast<std::uint8_t>(distribution.kind), 0};
+    c->publish_region(r);
+  }
+#endif
+  return p;
+}
+
+void dfree(void* p) {
+  if (!p) return;
+  detail::AddressSpace& as = space_for("dfree");
+  if (node_id() != 0) throw std::logic_error("weft::dfree: dmalloc memory is freed by rank 0");
+  const std::size_t n = as.dfree(p);
+  as.remove_region(reinterpret_cast<std::uintptr_t>(p));
+#ifdef WEFT_HAVE_MPI
+  if (detail::Cluster* c = detail::g_cluster.load(std::memory_order_acquire)) {
+    detail::WireRegion r{reinterpret_cast<std::uint64_t>(p), n, 0, {}, 0, 1};
+    c->publish_region(r);
+  }
+#else
+  (void)n;
+#endif
+}
+
+void* lmalloc(std::size_t bytes) { return space_for("lmalloc").lmalloc(bytes); }
+
+void lfree(void* p) {
+  if (p) space_for("lfree").lfree(p);
+}
+
+ClusterStats cluster_stats(const Runtime& rt) { return rt.cluster_stats(); }
+
+}  // namespace weft

@@ -1,0 +1,74 @@
+// A cluster: one program's dependency tasks on the processes of an MPI job (weft/cluster.hpp). See cluster.cpp.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "weft/cluster.hpp"
+#include "weft/tasks.hpp"
+
+namespace weft::detail {
+
+class Engine;
+
+/// Starts the cluster of a Runtime whose Options::cluster is set (the Runtime's constructor; collective in a
+/// job of several processes). In a job of one process it only reserves nothing and returns.
+void start_cluster(Engine& e);
+/// Runtime::run on a cluster of several processes (returns true), or false when the engine has none (the caller
+/// runs as usual).
+bool cluster_run(Engine& e, void (*call)(void*, Context&), void* arg);
+/// The counters of e's cluster (zero without one).
+ClusterStats cluster_stats(const Engine& e);
+
+/// Where the latest version of a datum is: a bit per process that holds it (or is about to: a transfer in
+/// flight, see Cluster::Incoming), at most 64 processes.
+using Holders = std::uint64_t;
+
+/// One access of a task of a cluster (see cluster.cpp for who reads and writes which field when).
+struct ClusterAccess {
+  const void* address = nullptr;
+  std::size_t bytes = 0;
+  AccessMode mode = AccessMode::in;
+  bool touched = false;                      ///< its cell is in the task's flush list (owner thread)
+  std::atomic<Holders>* where = nullptr;     ///< the parent's cell for this datum (null on a received task)
+  std::atomic<Holders> holders{0};           ///< the version this task sees, and its children's cell for it
+  std::atomic<std::uint8_t> weak_state{0};   ///< offloaded weak access: kSatisfied | kSent
+  Task* weak_node = nullptr;                 ///< received weak access: the node its children wait on
+};
+
+/// What a task of a cluster keeps (Task::cluster): its accesses, where its data is, its children's data.
+struct ClusterTask {
+  enum class Role : std::uint8_t { local, offloaded, received };
+  Role role = Role::local;
+  bool data_ready = false;   ///< the data of its strong accesses is here (or the task was cancelled)
+  int node = -2;             ///< -2: not offloadable; -1: the policy picks; else that rank
+  const OffloadOps* ops = nullptr;
+  int executor = -1;
+  int creator = -1;               ///< received: the rank that offloaded it ...
+  std::uint64_t creator_id = 0;   ///< ... and its name for the task there
+  std::atomic<int> missing{0};    ///< transfers it waits for before it runs
+  std::uint32_t n_acc = 0;
+  std::unique_ptr<ClusterAccess[]> acc;
+  /// The cells of data its children access that it did not declare itself (the root's, mostly).
+  struct Cell {
+    std::atomic<Holders> holders{0};
+    std::size_t bytes = 0;
+    bool touched = false;
+  };
+  std::unordered_map<const void*, std::unique_ptr<Cell>> cells;
+  /// The cells its children accessed since its last wait (flushed by taskwait): address, cell, bytes.
+  struct Touched {
+    const void* address;
+    std::atomic<Holders>* cell;
+    std::size_t bytes;
+    bool* flag;
+  };
+  std::vector<Touched> touched;
+  std::string error;  ///< received: what its body threw (reported to the creator)
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,172 @@
+// A cluster (weft/cluster.hpp): dependency tasks offloaded to other ranks. Every rank constructs the Runtime and
+// calls run(); rank 0's function spawns, the other ranks serve. Checks run on rank 0 (inside or after run()).
+#include <gtest/gtest.h>
+#include <weft/cluster.hpp>
+#include <weft/weft.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "mpi_test_util.hpp"
+
+namespace {
+
+weft::Options cluster_options(unsigned threads = 2) {
+  weft::Options o;
+  o.num_threads = threads;
+  o.cluster = true;
+  return o;
+}
+
+TEST(Cluster, NodesAndAddressSpace) {
+  weft::Runtime rt(cluster_options());
+  EXPECT_EQ(weft::num_nodes(), weft_mpi_test::world_size());
+  EXPECT_EQ(weft::node_id(), weft_mpi_test::world_rank());
+  int* local = weft::lmalloc<int>(16);
+  ASSERT_NE(local, nullptr);
+  weft::lfree(local);
+  if (weft::node_id() != 0) {
+    EXPECT_THROW(weft::dmalloc(64), std::logic_error);
+  }
+  rt.run([](weft::Context&) {});
+}
+
+// Blocks initialised where the policy (here: explicit nodes) puts them, then read on rank 0: the data comes back.
+TEST(Cluster, OffloadedWritesComeBack) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  static constexpr int kBlocks = 8, kLen = 1000;
+  std::vector<int> ran_on(kBlocks, -1);
+  rt.run([&](weft::Context& cx) {
+    int* a = weft::dmalloc<int>(kBlocks * kLen);
+    int* where = weft::dmalloc<int>(kBlocks);
+    for (int b = 0; b < kBlocks; ++b) {
+      int* blk = a + b * kLen;
+      int* w = where + b;
+      cx.spawn(
+          [=] {
+            for (int i = 0; i < kLen; ++i) blk[i] = b * kLen + i;
+            *w = weft::node_id();
+          },
+          weft::out(blk, kLen), weft::out(*w), weft::node(b % nodes));
+    }
+    // Tasks here read every block: the blocks written elsewhere are fetched first.
+    long long sum = 0;
+    for (int b = 0; b < kBlocks; ++b) {
+      const int* blk = a + b * kLen;
+      cx.spawn([&sum, blk] { for (int i = 0; i < kLen; ++i) sum += blk[i]; }, weft::in(blk, kLen));
+    }
+    cx.taskwait();
+    const long long n = kBlocks * kLen;
+    EXPECT_EQ(sum, n * (n - 1) / 2);
+    for (int b = 0; b < kBlocks; ++b) ran_on[b] = where[b];
+  });
+  if (weft::node_id() == 0) {
+    for (int b = 0; b < kBlocks; ++b) EXPECT_EQ(ran_on[b], b % nodes) << "block " << b;
+  }
+}
+
+// One datum updated in turn on every rank: each task sees the previous one's value wherever it ran.
+TEST(Cluster, ChainAcrossRanks) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  std::int64_t result = 0;
+  rt.run([&](weft::Context& cx) {
+    auto* x = weft::dmalloc<std::int64_t>(1);
+    cx.spawn([=] { *x = 1; }, weft::out(*x), weft::node(0));
+    for (int i = 0; i < 40; ++i)
+      cx.spawn([=] { *x = *x * 3 % 1000003 + i; }, weft::inout(*x), weft::node((i * 7 + 1) % nodes));
+    cx.taskwait();
+    result = *x;
+  });
+  std::int64_t expect = 1;
+  for (int i = 0; i < 40; ++i) expect = expect * 3 % 1000003 + i;
+  if (weft::node_id() == 0) {
+    EXPECT_EQ(result, expect);
+  }
+}
+
+// A parent with weak accesses offloaded to another rank spawns its children there; a later task here reads.
+// (Data is named per block everywhere: regions are identified by their start.)
+TEST(Cluster, WeakParentSpawnsRemotely) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  static constexpr int kBlocks = 6, kLen = 512;
+  long long sum = -1;
+  rt.run([&](weft::Context& cx) {
+    double* a = weft::dmalloc<double>(kBlocks * kLen);
+    std::vector<weft::Access> weak;
+    for (int b = 0; b < kBlocks; ++b) {
+      double* blk = a + b * kLen;
+      cx.spawn([=] { for (int i = 0; i < kLen; ++i) blk[i] = b * kLen + i; }, weft::out(blk, kLen));
+      weak.push_back(weft::weak_inout(blk, kLen));
+    }
+    cx.spawn_accesses(
+        [=](weft::Context& c) {
+          for (int b = 0; b < kBlocks; ++b) {
+            double* blk = a + b * kLen;
+            c.spawn([=] { for (int i = 0; i < kLen; ++i) blk[i] *= 2; }, weft::inout(blk, kLen));
+          }
+          c.taskwait_noflush();
+        },
+        weak.data(), weak.size(), weft::node(nodes - 1));
+    sum = 0;
+    for (int b = 0; b < kBlocks; ++b) {
+      double* blk = a + b * kLen;
+      cx.spawn([&sum, blk] { for (int i = 0; i < kLen; ++i) sum += static_cast<long long>(blk[i]); },
+               weft::in(blk, kLen));
+    }
+    cx.taskwait();
+  });
+  const long long n = kBlocks * kLen;
+  if (weft::node_id() == 0) {
+    EXPECT_EQ(sum, n * (n - 1));
+  }
+}
+
+TEST(Cluster, RemoteExceptionIsRethrownOnRankZero) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  bool caught = false;
+  rt.run([&](weft::Context& cx) {
+    int* x = weft::dmalloc<int>(1);
+    cx.spawn([=] { *x = 5; }, weft::out(*x), weft::node(0));
+    cx.spawn([] { throw std::runtime_error("boom"); }, weft::inout(*x), weft::node(nodes - 1));
+    std::atomic<bool> ran{false};
+    cx.spawn([&ran] { ran = true; }, weft::in(*x));  // cancelled: it depends on the failed task
+    try {
+      cx.taskwait();
+    } catch (const weft::remote_error& e) {
+      caught = true;
+      EXPECT_EQ(e.rank(), nodes - 1);
+      EXPECT_NE(std::string(e.what()).find("boom"), std::string::npos) << e.what();
+    } catch (const std::runtime_error& e) {
+      caught = nodes == 1 && std::string(e.what()) == "boom";  // one process: the task ran here
+    }
+    EXPECT_FALSE(ran.load());
+  });
+  if (weft::node_id() == 0) {
+    EXPECT_TRUE(caught);
+  }
+}
+
+TEST(Cluster, CaptureByReferenceIsRefused) {
+  weft::Runtime rt(cluster_options());
+  if (weft::num_nodes() == 1) GTEST_SKIP() << "one process: nothing is offloaded";
+  bool refused = false;
+  rt.run([&](weft::Context& cx) {
+    int local = 0;
+    try {
+      cx.spawn([&local] { local = 1; }, weft::offload);
+    } catch (const std::invalid_argument&) {
+      refused = true;
+    }
+  });
+  if (weft::node_id() == 0) {
+    EXPECT_TRUE(refused);
+  }
+}
+
+}  // namespace
