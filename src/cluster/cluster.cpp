@@ -258,6 +258,9 @@ class Cluster final : public Engine::Service {
   void after_wait(Worker& w, Task* t, const void* address, bool flush);
   void run_root(void (*call)(void*, Context&), void* arg);
   void publish_region(const WireRegion& r);
+  /// Rank 0: the datums of [start, start + bytes) are gone (dfree): their cells go too (the addresses may be
+  /// allocated again). From rank 0's program, outside tasks.
+  void forget(std::uintptr_t start, std::size_t bytes);
 
   ClusterTask root_state;  // the directory of the runs' roots (data locations outlive a run)
 
@@ -266,8 +269,8 @@ class Cluster final : public Engine::Service {
       fetches{0}, flushes{0};
 
  private:
-  struct Incoming {  // a transfer to this rank in flight, by datum
-    bool arrived_early = false;
+  struct Incoming {  // transfers of a datum to this rank in flight
+    int expected = 0;  // announced and not arrived; -k: k arrived before their announcement
     std::vector<Task*> tasks;                 // waiting to run
     std::vector<std::atomic<int>*> counters;  // waiting flushes
   };
@@ -625,14 +628,17 @@ void Cluster::send_data(int dest, const void* address, std::size_t bytes, bool e
   }
 }
 
+// Several transfers of one datum may be in flight to a rank at once (two creators each sent it eagerly, say):
+// all carry the same version, and the tasks waiting for the datum run only once every one has arrived, so that
+// no transfer writes the bytes while a task reads them.
 void Cluster::expect_locked(const void* address) {
   auto [it, fresh] = incoming_.try_emplace(address);
-  if (!fresh && it->second.arrived_early) incoming_.erase(it);  // the data came before its announcement
+  if (++it->second.expected == 0) incoming_.erase(it);  // it had arrived before its announcement
 }
 
 bool Cluster::wait_locked(const void* address, Task* t, std::atomic<int>* counter) {
   auto it = incoming_.find(address);
-  if (it == incoming_.end() || it->second.arrived_early) return false;
+  if (it == incoming_.end() || it->second.expected <= 0) return false;
   if (t) it->second.tasks.push_back(t);
   if (counter) it->second.counters.push_back(counter);
   return true;
@@ -689,13 +695,11 @@ void Cluster::arrived(const void* address) {
   Incoming in;
   {
     std::lock_guard<std::mutex> g(in_m_);
-    auto it = incoming_.find(address);
-    if (it == incoming_.end() || it->second.arrived_early) {
-      incoming_[address].arrived_early = true;  // announced later (its task's message is still to come)
-      return;
-    }
-    in = std::move(it->second);
-    incoming_.erase(it);
+    Incoming& e = incoming_[address];
+    if (--e.expected > 0) return;  // more of the same on the way
+    if (e.expected < 0) return;    // announced later (its task's message is still to come)
+    in = std::move(e);
+    incoming_.erase(address);
   }
   // acq_rel: the bytes written by the transfer (on this thread) happen before the waiting task's run.
   for (Task* t : in.tasks)
@@ -972,6 +976,15 @@ void Cluster::publish_region(const WireRegion& r) {
   for (int d = 1; d < size; ++d) transport.send(d, k_region_, as_bytes_of(r), {}, 0);
 }
 
+void Cluster::forget(std::uintptr_t start, std::size_t bytes) {
+  auto inside = [&](const void* a) {
+    const auto x = reinterpret_cast<std::uintptr_t>(a);
+    return x >= start && x < start + bytes;
+  };
+  std::erase_if(root_state.touched, [&](const ClusterTask::Touched& t) { return inside(t.address); });
+  std::erase_if(root_state.cells, [&](const auto& c) { return inside(c.first); });
+}
+
 void Cluster::dispatch(comm::Kind k, const comm::Message& m) {
   if (k == k_task_) on_task(m);
   else if (k == k_done_) on_done(m);
@@ -1051,6 +1064,11 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
             error = std::current_exception();
             wait_for_children(w, root);
           }
+          // Between runs rank 0's program may use what the run flushed to it, and change it: it is the only
+          // holder of those datums now (the other copies may become stale). What stayed elsewhere (flushed by
+          // no wait) stays there, for the next run's tasks.
+          for (auto& [address, cell] : self.root_state.cells)
+            if (cell->holders.load(std::memory_order_relaxed) & bit(0)) cell->holders.store(bit(0), std::memory_order_relaxed);
           for (int d = 1; d < self.size; ++d) self.send(d, self.k_end_, {});
         } else {
           wait_until(
@@ -1221,6 +1239,7 @@ void dfree(void* p) {
   as.remove_region(reinterpret_cast<std::uintptr_t>(p));
 #ifdef WEFT_HAVE_MPI
   if (detail::Cluster* c = detail::g_cluster.load(std::memory_order_acquire)) {
+    c->forget(reinterpret_cast<std::uintptr_t>(p), n);
     detail::WireRegion r{reinterpret_cast<std::uint64_t>(p), n, 0, {}, 0, 1};
     c->publish_region(r);
   }

@@ -172,15 +172,10 @@ Task* begin_spawn(Context& cx) {
   return t;
 }
 
-void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
-  Worker& w = *ContextAccess::worker(cx);
-  Task* p = ContextAccess::task(cx);
-  if (p->kind->divert_spawn) [[unlikely]]
-    return p->kind->divert_spawn(w, p, t, acc, n, attrs);
-  register_and_schedule(w, p, t, acc, n, attrs);
-}
-
-void register_and_schedule(Worker& w, Task* p, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
+namespace {
+// The spawn path's body, inlined into finish_spawn (the hot path) and register_and_schedule.
+[[gnu::always_inline]] inline void register_and_schedule_here(Worker& w, Task* p, Task* t, const Access* acc,
+                                                            std::size_t n, const SpawnAttrs& attrs) {
   t->priority = attrs.priority;
   t->label = attrs.label;
   ++p->unpublished;
@@ -205,6 +200,19 @@ void register_and_schedule(Worker& w, Task* p, Task* t, const Access* acc, std::
   if (t->record_refs == 0) retire(p, t);
   if (ready) schedule(w, t);
   trace::on_spawn_end(w);
+}
+}  // namespace
+
+void finish_spawn(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
+  Worker& w = *ContextAccess::worker(cx);
+  Task* p = ContextAccess::task(cx);
+  if (p->kind->divert_spawn) [[unlikely]]
+    return p->kind->divert_spawn(w, p, t, acc, n, attrs);
+  register_and_schedule_here(w, p, t, acc, n, attrs);
+}
+
+void register_and_schedule(Worker& w, Task* p, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
+  register_and_schedule_here(w, p, t, acc, n, attrs);
 }
 
 void finish_spawn_reductions(Context& cx, Task* t, const Access* acc, std::size_t n, const ReductionSpec* specs,

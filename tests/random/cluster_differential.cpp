@@ -1,0 +1,310 @@
+// Randomized differential test of a cluster (weft/cluster.hpp): random programs of nested tasks with strong and
+// weak accesses on dmalloc'ed data, each task kept here, offloaded by the policy or sent to a random rank, run on
+// 1-4 ranks and compared with a sequential reference interpreter (children run at their spawn point).
+//
+// Program model (well-defined programs only):
+//   * 2-5 variables, each a block of 1, 7, 100 or 1500 uint64 (the last above the transport's rendezvous
+//     threshold), named always by their start (a region: weft::in(p, n));
+//   * a tree of tasks (depth <= 3, root = task 0); a child accesses only variables its parent declared, with a
+//     compatible mode (parent in / weak_in -> child in or weak_in; a parent that writes -> any of in, out,
+//     inout, weak_in, weak_out, weak_inout); the root may access everything;
+//   * a body hashes the blocks it reads strongly (in, inout), then fills the blocks it writes strongly (out,
+//     inout) from that hash, its id and the index (out: the whole block, as out promises), then spawns its
+//     children; a task without weak accesses may then wait (taskwait: re-hashes its strong blocks, which must
+//     see its children's writes; or taskwait_noflush); last it stores its hashes in its own result slot, a
+//     dmalloc'ed pair it accesses out (each ancestor declares its descendants' slots weak_out, as a full
+//     specification requires);
+//   * each task is local (no clause), weft::offload (the policy decides) or weft::node(random rank).
+// Every rank generates the same programs from the same seeds (a body reads its program through a global, the
+// same on every process); rank 0 runs them, flushes everything to itself with its final taskwait, and compares
+// every variable and every result slot with the reference. Configurations (a Runtime each): the three offload
+// policies, eager and lazy transfers, 1 and 2 workers per rank.
+//
+// Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_CLUSTER_DIFF_SEED=<seed> runs that one
+// program only, printing it.
+#include <gtest/gtest.h>
+#include <weft/cluster.hpp>
+#include <weft/weft.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../common/test_util.hpp"
+
+namespace {
+
+using u64 = std::uint64_t;
+using weft::AccessMode;
+
+constexpr int kMaxVars = 5;
+constexpr int kMaxNodes = 64;
+
+struct Acc {
+  int var;
+  AccessMode mode;
+};
+struct TaskDesc {
+  std::vector<Acc> acc;
+  std::vector<int> children;
+  std::vector<int> descendants;  // all of them, for the weak_out declarations of their result slots
+  int placement = 0;             // 0 local, 1 weft::offload, 2 weft::node(node)
+  int node = 0;
+  int wait = 0;                  // 0 none, 1 taskwait, 2 taskwait_noflush
+};
+struct Program {
+  int nvars = 0;
+  int sizes[kMaxVars] = {};
+  std::vector<TaskDesc> tasks;
+};
+
+bool is_weak(AccessMode m) {
+  return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout;
+}
+bool strong_reads(AccessMode m) { return m == AccessMode::in || m == AccessMode::inout; }
+bool strong_writes(AccessMode m) { return m == AccessMode::out || m == AccessMode::inout; }
+bool any_write(AccessMode m) { return m != AccessMode::in && m != AccessMode::weak_in; }
+
+Program generate(u64 seed, int nodes) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<u64>(n)); };
+  Program p;
+  p.nvars = 2 + pick(kMaxVars - 1);
+  const int sizes[] = {1, 7, 100, 1500};
+  for (int v = 0; v < p.nvars; ++v) p.sizes[v] = sizes[pick(4)];
+  p.tasks.push_back({});  // the root
+  const AccessMode any[] = {AccessMode::in, AccessMode::out, AccessMode::inout,
+                            AccessMode::weak_in, AccessMode::weak_out, AccessMode::weak_inout};
+  const AccessMode reads[] = {AccessMode::in, AccessMode::weak_in};
+  // Children of task `id` at `depth`, given what it may access (var -> parent's mode; root: all, as inout).
+  auto grow = [&](auto& self, int id, int depth, const std::vector<Acc>& allowed) -> void {
+    const int nchildren = depth == 0 ? 4 + pick(10) : depth >= 3 ? 0 : pick(4);
+    for (int k = 0; k < nchildren; ++k) {
+      TaskDesc c;
+      for (const Acc& a : allowed) {
+        if (pick(3) == 0) continue;
+        c.acc.push_back({a.var, any_write(a.mode) ? any[pick(6)] : reads[pick(2)]});
+      }
+      c.placement = pick(3);
+      c.node = pick(nodes);
+      bool weak = false;
+      for (const Acc& a : c.acc) weak |= is_weak(a.mode);
+      c.wait = weak ? 0 : pick(3);
+      const int cid = static_cast<int>(p.tasks.size());
+      p.tasks.push_back(c);
+      p.tasks[id].children.push_back(cid);
+      std::vector<Acc> next = p.tasks[cid].acc;
+      self(self, cid, depth + 1, next);
+    }
+  };
+  std::vector<Acc> all;
+  for (int v = 0; v < p.nvars; ++v) all.push_back({v, AccessMode::inout});
+  grow(grow, 0, 0, all);
+  // Descendants, deepest first.
+  for (int id = static_cast<int>(p.tasks.size()) - 1; id >= 0; --id)
+    for (int c : p.tasks[id].children) {
+      p.tasks[id].descendants.push_back(c);
+      for (int d : p.tasks[c].descendants) p.tasks[id].descendants.push_back(d);
+    }
+  return p;
+}
+
+std::string describe(const Program& p) {
+  std::ostringstream os;
+  os << p.nvars << " variables (sizes";
+  for (int v = 0; v < p.nvars; ++v) os << ' ' << p.sizes[v];
+  os << ")\n";
+  for (std::size_t id = 1; id < p.tasks.size(); ++id) {
+    const TaskDesc& t = p.tasks[id];
+    os << "task " << id << ":";
+    for (const Acc& a : t.acc) os << ' ' << weft::to_string(a.mode) << "(v" << a.var << ')';
+    os << (t.placement == 0 ? " local" : t.placement == 1 ? " offload" : " node") ;
+    if (t.placement == 2) os << '(' << t.node << ')';
+    os << (t.wait == 1 ? " taskwait" : t.wait == 2 ? " noflush" : "") << " children";
+    for (int c : t.children) os << ' ' << c;
+    os << '\n';
+  }
+  return os.str();
+}
+
+inline u64 mix(u64 h, u64 v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+u64 hash_block(const u64* b, int n) {
+  u64 h = static_cast<u64>(n);
+  for (int i = 0; i < n; ++i) h = mix(h, b[i]);
+  return h;
+}
+u64 fill_value(u64 h, int id, int var, int i) { return mix(mix(h, static_cast<u64>(id) * 131 + var), i); }
+
+// --- the sequential reference -------------------------------------------------------------------------------
+
+struct Reference {
+  const Program& p;
+  std::vector<std::vector<u64>> vars;
+  std::vector<std::pair<u64, u64>> results;
+
+  void body(int id) {
+    const TaskDesc& t = p.tasks[id];
+    u64 h = static_cast<u64>(id);
+    for (const Acc& a : t.acc)
+      if (strong_reads(a.mode)) {
+        h = mix(h, hash_block(vars[a.var].data(), p.sizes[a.var]));
+        if (std::getenv("WEFT_CLUSTER_DIFF_TRACE"))
+          std::fprintf(stderr, "reference %d read v%d: %016llx\n", id, a.var,
+                       static_cast<unsigned long long>(hash_block(vars[a.var].data(), p.sizes[a.var])));
+      }
+    for (const Acc& a : t.acc)
+      if (strong_writes(a.mode))
+        for (int i = 0; i < p.sizes[a.var]; ++i) vars[a.var][i] = fill_value(h, id, a.var, i);
+    for (int c : t.children) body(c);
+    u64 h2 = 0;
+    if (t.wait == 1)
+      for (const Acc& a : t.acc)
+        if (!is_weak(a.mode)) h2 = mix(h2, hash_block(vars[a.var].data(), p.sizes[a.var]));
+    results[id] = {h, h2};
+  }
+};
+
+// --- the weft run -------------------------------------------------------------------------------------------
+
+const Program* g_program = nullptr;  // the same program on every rank (each generates it)
+
+struct Bases {
+  u64* vars[kMaxVars];
+  u64* results;  // 2 per task
+};
+
+void spawn_task(weft::Context& cx, int id, const Bases& b);
+
+void run_task(int id, Bases b, weft::Context& cx) {
+  const Program& p = *g_program;
+  const TaskDesc& t = p.tasks[id];
+  u64 h = static_cast<u64>(id);
+  for (const Acc& a : t.acc)
+    if (strong_reads(a.mode)) {
+      h = mix(h, hash_block(b.vars[a.var], p.sizes[a.var]));
+      if (std::getenv("WEFT_CLUSTER_DIFF_TRACE"))
+        std::fprintf(stderr, "task %d read v%d: %016llx\n", id, a.var,
+                     static_cast<unsigned long long>(hash_block(b.vars[a.var], p.sizes[a.var])));
+    }
+  for (const Acc& a : t.acc)
+    if (strong_writes(a.mode))
+      for (int i = 0; i < p.sizes[a.var]; ++i) b.vars[a.var][i] = fill_value(h, id, a.var, i);
+  for (int c : t.children) spawn_task(cx, c, b);
+  u64 h2 = 0;
+  if (t.wait == 1) {
+    cx.taskwait();
+    for (const Acc& a : t.acc)
+      if (!is_weak(a.mode)) h2 = mix(h2, hash_block(b.vars[a.var], p.sizes[a.var]));
+  } else if (t.wait == 2) {
+    cx.taskwait_noflush();
+  }
+  b.results[2 * id] = h;
+  b.results[2 * id + 1] = h2;
+  if (std::getenv("WEFT_CLUSTER_DIFF_TRACE"))
+    std::fprintf(stderr, "task %d ran on rank %d: %016llx %016llx\n", id, weft::node_id(),
+                 static_cast<unsigned long long>(h), static_cast<unsigned long long>(h2));
+}
+
+void spawn_task(weft::Context& cx, int id, const Bases& b) {
+  const TaskDesc& t = g_program->tasks[id];
+  std::vector<weft::Access> acc;
+  for (const Acc& a : t.acc) acc.push_back({b.vars[a.var], g_program->sizes[a.var] * sizeof(u64), a.mode});
+  acc.push_back(weft::out(b.results + 2 * id, 2));
+  for (int d : t.descendants) acc.push_back(weft::weak_out(b.results + 2 * d, 2));
+  auto body = [id, b](weft::Context& c) { run_task(id, b, c); };
+  if (t.placement == 0)
+    cx.spawn_accesses(body, acc.data(), acc.size());
+  else if (t.placement == 1)
+    cx.spawn_accesses(body, acc.data(), acc.size(), weft::offload);
+  else
+    cx.spawn_accesses(body, acc.data(), acc.size(), weft::node(t.node % weft::num_nodes()));
+}
+
+struct Config {
+  weft::OffloadPolicy policy;
+  bool eager;
+  unsigned threads;
+};
+
+void run_programs(const Config& cfg, u64 seed_base, std::size_t count, const char* single) {
+  weft::Options o;
+  o.num_threads = cfg.threads;
+  o.cluster = true;
+  o.offload_policy = cfg.policy;
+  o.eager_transfers = cfg.eager;
+  weft::Runtime rt(o);
+  const int nodes = weft::num_nodes();
+  for (std::size_t k = 0; k < count; ++k) {
+    const u64 seed = single ? std::strtoull(single, nullptr, 10) : seed_base + k;
+    const Program p = generate(seed, nodes);
+    g_program = &p;
+    if (single && weft::node_id() == 0) std::printf("%s", describe(p).c_str());
+    // Initial values: written by rank 0's program before the run (the data is here until a task moves it).
+    Bases b{};
+    std::vector<std::vector<u64>> init(p.nvars);
+    if (weft::node_id() == 0) {
+      for (int v = 0; v < p.nvars; ++v) {
+        b.vars[v] = weft::dmalloc<u64>(p.sizes[v]);
+        for (int i = 0; i < p.sizes[v]; ++i) b.vars[v][i] = init[v].emplace_back(seed * 1000003 + v * 7919 + i);
+      }
+      b.results = weft::dmalloc<u64>(2 * p.tasks.size());
+    }
+    bool failed = false;
+    rt.run([&](weft::Context& cx) {
+      for (int c : p.tasks[0].children) spawn_task(cx, c, b);
+      cx.taskwait();
+      Reference ref{p, init, std::vector<std::pair<u64, u64>>(p.tasks.size())};
+      for (int c : p.tasks[0].children) ref.body(c);
+      for (int v = 0; v < p.nvars && !failed; ++v)
+        for (int i = 0; i < p.sizes[v]; ++i)
+          if (b.vars[v][i] != ref.vars[v][i]) {
+            ADD_FAILURE() << "seed " << seed << ": variable " << v << "[" << i << "] differs";
+            failed = true;
+            break;
+          }
+      if (std::getenv("WEFT_CLUSTER_DIFF_TRACE"))
+        for (std::size_t id = 1; id < p.tasks.size(); ++id)
+          std::fprintf(stderr, "reference task %zu: %016llx %016llx\n", id,
+                       static_cast<unsigned long long>(ref.results[id].first),
+                       static_cast<unsigned long long>(ref.results[id].second));
+      for (std::size_t id = 1; id < p.tasks.size() && !failed; ++id)
+        if (b.results[2 * id] != ref.results[id].first || b.results[2 * id + 1] != ref.results[id].second) {
+          ADD_FAILURE() << "seed " << seed << ": task " << id << " read other values than sequentially";
+          failed = true;
+        }
+    });
+    if (weft::node_id() == 0) {
+      if (failed) std::printf("program of seed %llu:\n%s", static_cast<unsigned long long>(seed), describe(p).c_str());
+      for (int v = 0; v < p.nvars; ++v) weft::dfree(b.vars[v]);
+      weft::dfree(b.results);
+    }
+    g_program = nullptr;
+    if (single || failed) break;
+  }
+}
+
+std::size_t programs(std::size_t base) { return weft_test::scaled(base); }
+
+TEST(ClusterDifferential, Policies) {
+  const char* single = std::getenv("WEFT_CLUSTER_DIFF_SEED");
+  const Config configs[] = {
+      {weft::OffloadPolicy::locality, true, 2},  {weft::OffloadPolicy::round_robin, false, 1},
+      {weft::OffloadPolicy::random, true, 1},    {weft::OffloadPolicy::locality, false, 2},
+      {weft::OffloadPolicy::random, false, 2},
+  };
+  u64 base = 1000;
+  for (const Config& c : configs) {
+    run_programs(c, base, programs(60), single);
+    base += 100000;
+    if (single) break;
+  }
+}
+
+}  // namespace
