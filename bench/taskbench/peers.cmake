@@ -102,7 +102,15 @@ if(PKG_CONFIG_FOUND)
 endif()
 if(STARPU_FOUND)
   _taskbench_peer(taskbench-starpu starpu.cpp PkgConfig::STARPU)
-  taskbench_add_validation_tests(starpu taskbench-starpu)
+  set(_starpu_env "")
+  if(TASKBENCH_SANITIZED)
+    # StarPU discovers the machine with hwloc, which loads its PCI plugin (hwloc_pci.so, over libpciaccess) and
+    # unloads it at shut-down with its device list still allocated: LeakSanitizer reports ~1 KiB leaked from an
+    # unknown module. A CPU-only run needs no PCI topology, so these runs leave that plugin out
+    # (HWLOC_COMPONENTS=-pci) and keep every check, leaks included, for the rest.
+    set(_starpu_env HWLOC_COMPONENTS=-pci)
+  endif()
+  taskbench_add_validation_tests(starpu taskbench-starpu ENVIRONMENT ${_starpu_env})
   _taskbench_field_reuse_test(starpu taskbench-starpu)
   if(WEFT_BUILD_TESTS)
     # Tasks with more buffers than a StarPU task holds inline (STARPU_NMAXBUFS, 8 in Debian's build: the tests
@@ -115,6 +123,10 @@ if(STARPU_FOUND)
     add_test(NAME taskbench.starpu.many_buffers.w2
              COMMAND ${CMAKE_COMMAND} "-DCMD=${_cmd}" -P ${TASKBENCH_VALIDATION_DRIVER})
     set_tests_properties(taskbench.starpu.many_buffers.w2 PROPERTIES LABELS taskbench TIMEOUT 120)
+    if(_starpu_env)
+      set_tests_properties(taskbench.starpu.field2.w2 taskbench.starpu.many_buffers.w2
+                           PROPERTIES ENVIRONMENT "${_starpu_env}")
+    endif()
   endif()
   message(STATUS "taskbench: StarPU peer (StarPU ${STARPU_VERSION}): taskbench-starpu")
 else()
