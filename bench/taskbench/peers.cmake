@@ -20,9 +20,9 @@ function(_taskbench_peer name source)
   target_compile_options(${name} PRIVATE $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra>)
 endfunction()
 
-# taskbench-omp-task-*, taskbench-tbb and taskbench-starpu reuse output buffers after -field timesteps, ordered by write-after-read
-# dependencies (taskbench_add_validation_tests runs the default, one buffer per timestep): one more test per
-# system runs every pattern at once with -field 2, the tightest reuse, on 2 threads.
+# taskbench-omp-task-*, taskbench-tbb and taskbench-starpu reuse output buffers after -field timesteps, ordered
+# by write-after-read dependencies (taskbench_add_validation_tests runs the default, one buffer per timestep): one
+# more test per system runs every pattern at once with -field 2, the tightest reuse, on 2 threads.
 function(_taskbench_field_reuse_test system target)
   if(NOT WEFT_BUILD_TESTS)
     return()

@@ -8,13 +8,14 @@
 // after write) for the reuse. The main thread submits the tasks timestep by timestep with the -and graphs
 // interleaved, as the other peers do, and waits for all of them; StarPU's -workers CPU worker threads run them.
 //
-// Configuration: -workers CPU workers (starpu_conf::ncpus), no CUDA, OpenCL or other accelerator, no bus or
-// performance-model calibration, and the scheduler `lws` (locality work stealing) unless STARPU_SCHED names
-// another: the fastest of StarPU's schedulers without performance models on this benchmark (BENCHMARKS.md,
-// "Task Bench: StarPU peer"). The configuration takes precedence over STARPU_NCPU and the like, so that
-// -workers is what runs. STARPU_HOME defaults to a per-run directory under $TMPDIR (removed at exit) unless set:
-// StarPU keeps its bus and performance-model files there, and a benchmark run should not write to $HOME (with
-// no accelerator, sampling the bus anew takes milliseconds); STARPU_SILENT defaults to 1 (StarPU's notes on stderr).
+// Configuration: -workers CPU workers (starpu_conf::ncpus), no CUDA, OpenCL or other accelerator, no forced bus
+// recalibration or performance-model calibration, and the scheduler `lws` (locality work stealing) unless
+// STARPU_SCHED names another: of StarPU's schedulers that need no performance model, the fastest or within 2% of
+// it near the METG of stencil_1d on 2 cores (BENCHMARKS.md, section 15). The configuration takes precedence over
+// STARPU_NCPU and the like, so that -workers is what runs. STARPU_HOME defaults to a per-run directory under
+// $TMPDIR (removed at exit) unless set: StarPU keeps its bus samples and performance models there, and a benchmark
+// run should not write to $HOME (with no sample there StarPU samples the bus at start-up, which with no
+// accelerator takes milliseconds). STARPU_SILENT defaults to 1: StarPU announces that sampling on stderr.
 // StarPU's start-up and shut-down, handle registration and unregistration are outside the timed region.
 #include <starpu.h>
 
@@ -78,7 +79,8 @@ starpu_codelet make_codelet() {
 class Handles {
  public:
   Handles(const TaskGraph& graph, const OutputBuffers& buffers)
-      : generations_(peer::reuse_generations(graph)), handles_(static_cast<std::size_t>(graph.max_width * generations_)) {
+      : generations_(peer::reuse_generations(graph)),
+        handles_(static_cast<std::size_t>(graph.max_width * generations_)) {
     for (long i = 0; i < graph.max_width; ++i)
       for (long gen = 0; gen < generations_; ++gen)
         starpu_vector_data_register(&handles_[index(gen, i)], STARPU_MAIN_RAM,
@@ -181,8 +183,8 @@ int main(int argc, char** argv) {
   }
 
   ScratchHome home;
-  // StarPU announces on stderr each time it samples the bus, which with a fresh STARPU_HOME is every run; the
-  // message says nothing about the run. STARPU_SILENT set in the environment wins.
+  // StarPU announces each bus sampling on stderr, which with a fresh STARPU_HOME is every run; the message says
+  // nothing about the run. STARPU_SILENT set in the environment wins.
   setenv("STARPU_SILENT", "1", 0);
   starpu_conf conf;
   starpu_conf_init(&conf);
