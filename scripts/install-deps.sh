@@ -11,6 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build g++           # toolchain (GCC 12 ships the TSan/ASan/UBSan runtimes)
   googletest libgtest-dev                         # tests
   libtbb-dev clang-16 libomp-16-dev               # peers in the benchmarks (oneTBB, LLVM OpenMP)
+  libstarpu-dev                                   # Task Bench peer taskbench-starpu (StarPU 1.3, pkg-config)
   openmpi-bin libopenmpi-dev                      # MPI: src/comm and its tests (mpiexec), Task Bench peer
   mpich libmpich-dev                              # the second MPI the tests run on (preset mpich); Open MPI
                                                   # stays the default mpi/mpirun alternative (higher priority)

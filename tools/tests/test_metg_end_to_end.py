@@ -328,6 +328,8 @@ class EndToEnd(unittest.TestCase):
         text = " ".join(r.stdout.split())
         self.assertIn("--quick", text)
         self.assertIn("-steps 1000, -iter from 16384 down to 1", text)
+        # Every peer built by bench/taskbench is in the preset (the README's main job compares them all).
+        self.assertIn("tbb,starpu (those built", text)
 
 
 if __name__ == "__main__":

@@ -125,6 +125,11 @@ class Commands(unittest.TestCase):
             self.assertEqual(taskbench.command("/b", "omp-task-gcc", 2, p, 64)[1],
                              {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
             self.assertEqual(taskbench.command("/b", "tbb", 2, p, 64)[1], {})
+            # StarPU pins its own workers; -workers sets its CPU worker count.
+            argv, env = taskbench.command("/b", "starpu", 2, p, 64)
+            self.assertEqual(env, {})
+            self.assertEqual(argv[0], "/b/taskbench-starpu")
+            self.assertEqual(argv[-2:], ["-workers", "2"])
 
     def test_mpi_system(self):
         argv, env = taskbench.command("/b", "mpi", 2, taskbench.Pattern(steps=5), 1, ("mpirun", "--bind-to", "none"))
@@ -206,6 +211,7 @@ class Commands(unittest.TestCase):
         self.assertEqual(taskbench.system_kind("mpi-openmp"), "mpi")
         self.assertEqual(taskbench.system_kind("serial"), "serial")
         self.assertEqual(taskbench.system_kind("omp-task-gcc"), "threads")
+        self.assertEqual(taskbench.system_kind("starpu"), "threads")
         self.assertEqual(taskbench.system_kind("weft-flow@mpi"), "ranks")
         self.assertEqual(taskbench.system_kind("weft-flow@mpi:2"), "ranks")
 
@@ -235,6 +241,16 @@ class Discovery(unittest.TestCase):
             self.assertEqual(taskbench.discover_systems(d), ["weft", "weft-flow", "serial", "mpi", "weft-flow@mpi",
                                                              "weft-mpi@mpi", "weft-mpi", "zeta"])
         self.assertEqual(taskbench.discover_systems("/nonexistent/dir"), [])
+
+    def test_peers_come_in_known_order(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("taskbench-starpu", "taskbench-aaa", "taskbench-tbb", "taskbench-omp-task-gcc",
+                         "taskbench-weft"):
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    f.write("#!/bin/sh\n")
+                os.chmod(path, stat.S_IRWXU)
+            self.assertEqual(taskbench.discover_systems(d), ["weft", "omp-task-gcc", "tbb", "starpu", "aaa"])
 
 
 class ProgressBar(unittest.TestCase):

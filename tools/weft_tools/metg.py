@@ -252,7 +252,7 @@ QUICK = {
     "reps": 3,
     "cores": [1, 2],
     "systems": ["weft", "weft-taskiter", "weft-flow", "serial", "mpi", "weft-flow@mpi", "omp-task-gcc",
-                "omp-task-clang", "omp-for-gcc", "tbb"],
+                "omp-task-clang", "omp-for-gcc", "tbb", "starpu"],
 }
 QUICK_HELP = (f"preset for a short run (under 3 minutes on 2 cores): -steps {QUICK['steps']}, -iter from "
               f"{QUICK['max_iter']} down to 1 by factors of {QUICK['iter_factor']}, {QUICK['reps']} repetitions, "

@@ -16,7 +16,7 @@ import shlex
 # come after these, alphabetically.
 KNOWN_SYSTEMS = (
     "weft", "weft-taskiter", "weft-flow", "serial", "mpi", "mpi-nonblock", "weft-flow@mpi", "weft-mpi@mpi",
-    "weft-mpi", "omp-for-gcc", "omp-task-gcc", "omp-for-clang", "omp-task-clang", "tbb",
+    "weft-mpi", "omp-for-gcc", "omp-task-gcc", "omp-for-clang", "omp-task-clang", "tbb", "starpu",
 )
 EXECUTABLE_PREFIX = "taskbench-"
 
@@ -35,7 +35,8 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 # Threads pinned one per core, as mpirun pins its ranks by default: unpinned, the OS sometimes leaves two threads
 # of a short run on one core for milliseconds (weft, stencil_1d on 2 cores: 7.3 ms per run pinned, up to 14 ms
-# unpinned). oneTBB has no environment setting for it. A variable already set in the environment wins.
+# unpinned). oneTBB has no environment setting for it; StarPU pins its workers by default (STARPU_WORKERS_NOBIND
+# unset). A variable already set in the environment wins.
 BIND_ENV = {
     "weft": {"WEFT_BIND": "cores"},
     "omp": {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"},
