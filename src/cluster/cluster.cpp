@@ -273,6 +273,12 @@ class Cluster final : public Engine::Service {
     int expected = 0;  // announced and not arrived; -k: k arrived before their announcement
     std::vector<Task*> tasks;                 // waiting to run
     std::vector<std::atomic<int>*> counters;  // waiting flushes
+    struct Forward {
+      int dest;
+      std::size_t bytes;
+      bool eager;
+    };
+    std::vector<Forward> forwards;  // sends of the datum that wait for it (a fetch served, an eager send)
   };
   struct Kept {  // a message of a run this rank has not begun
     comm::Kind kind;
@@ -292,6 +298,9 @@ class Cluster final : public Engine::Service {
   bool wait_locked(const void* address, Task* t, std::atomic<int>* counter);
   void arrived(const void* address);
   void fetch_to_here(const void* address, std::size_t bytes, Holders h, Task* t, std::atomic<int>* counter);
+  /// Sends the datum to `dest` now, or once it has arrived here if a transfer of it is in flight (this rank is
+  /// named a holder from the moment it asked for it). Under in_m_.
+  void send_when_here_locked(int dest, const void* address, std::size_t bytes, bool eager);
   void make_ready(Task* t);
 
   // Handlers.
@@ -597,7 +606,10 @@ void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
   t->alive.fetch_add(kEventUnit, std::memory_order_relaxed);
   if (Task* p = t->parent) held_events(p).fetch_add(1, std::memory_order_relaxed);
   send(dest, k_task_, as_bytes_of(head), payload);
-  for (std::uint32_t i : eager_sends) send_data(dest, c.acc[i].address, c.acc[i].bytes, true);
+  if (!eager_sends.empty()) {
+    std::lock_guard<std::mutex> g(in_m_);
+    for (std::uint32_t i : eager_sends) send_when_here_locked(dest, c.acc[i].address, c.acc[i].bytes, true);
+  }
   offloaded.fetch_add(1, std::memory_order_relaxed);
   t->body_ops->destroy(t);  // the executor runs its copy
   c.data_ready = true;
@@ -642,6 +654,14 @@ bool Cluster::wait_locked(const void* address, Task* t, std::atomic<int>* counte
   if (t) it->second.tasks.push_back(t);
   if (counter) it->second.counters.push_back(counter);
   return true;
+}
+
+void Cluster::send_when_here_locked(int dest, const void* address, std::size_t bytes, bool eager) {
+  auto it = incoming_.find(address);
+  if (it != incoming_.end() && it->second.expected > 0)
+    it->second.forwards.push_back({dest, bytes, eager});
+  else
+    send_data(dest, address, bytes, eager);
 }
 
 void Cluster::fetch_to_here(const void* address, std::size_t bytes, Holders h, Task* t, std::atomic<int>* counter) {
@@ -700,6 +720,7 @@ void Cluster::arrived(const void* address) {
     if (e.expected < 0) return;    // announced later (its task's message is still to come)
     in = std::move(e);
     incoming_.erase(address);
+    for (const Incoming::Forward& f : in.forwards) send_data(f.dest, address, f.bytes, f.eager);
   }
   // acq_rel: the bytes written by the transfer (on this thread) happen before the waiting task's run.
   for (Task* t : in.tasks)
@@ -837,7 +858,8 @@ void Cluster::on_data(const comm::Message& m) {
 
 void Cluster::on_fetch(const comm::Message& m) {
   const WireData d = read_header<WireData>(m);
-  send_data(m.source(), reinterpret_cast<const void*>(d.address), d.bytes, false);
+  std::lock_guard<std::mutex> g(in_m_);
+  send_when_here_locked(m.source(), reinterpret_cast<const void*>(d.address), d.bytes, false);
 }
 
 void Cluster::on_task(const comm::Message& m) {

@@ -21,7 +21,8 @@
 // policies, eager and lazy transfers, 1 and 2 workers per rank.
 //
 // Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_CLUSTER_DIFF_SEED=<seed> runs that one
-// program only, printing it.
+// program only (in the configuration its seed belongs to), printing it; WEFT_CLUSTER_DIFF_TRACE=1 prints what
+// each task read, and the reference's.
 #include <gtest/gtest.h>
 #include <weft/cluster.hpp>
 #include <weft/weft.hpp>
@@ -299,11 +300,16 @@ TEST(ClusterDifferential, Policies) {
       {weft::OffloadPolicy::random, true, 1},    {weft::OffloadPolicy::locality, false, 2},
       {weft::OffloadPolicy::random, false, 2},
   };
+  if (single) {  // the configuration whose seeds include it
+    const u64 seed = std::strtoull(single, nullptr, 10);
+    const std::size_t k = std::min<std::size_t>(seed < 1000 ? 0 : (seed - 1000) / 100000, std::size(configs) - 1);
+    run_programs(configs[k], 0, 1, single);
+    return;
+  }
   u64 base = 1000;
   for (const Config& c : configs) {
-    run_programs(c, base, programs(60), single);
+    run_programs(c, base, programs(60), nullptr);
     base += 100000;
-    if (single) break;
   }
 }
 
