@@ -261,6 +261,8 @@ class Cluster final : public Engine::Service {
   /// Rank 0: the datums of [start, start + bytes) are gone (dfree): their cells go too (the addresses may be
   /// allocated again). From rank 0's program, outside tasks.
   void forget(std::uintptr_t start, std::size_t bytes);
+  void send_regions();
+  void send_regions_locked();
 
   ClusterTask root_state;  // the directory of the runs' roots (data locations outlive a run)
 
@@ -330,6 +332,8 @@ class Cluster final : public Engine::Service {
   std::unordered_map<const void*, Incoming> incoming_;
   std::mutex received_m_;
   std::unordered_map<std::uint64_t, Task*> received_;  // (creator << 48 | index) -> task, see on_task
+  std::mutex regions_m_;
+  std::vector<WireRegion> regions_;  // rank 0: dmalloc regions not yet published
   std::atomic<std::uint32_t> round_robin_{0};
   std::atomic<std::uint32_t> received_seq_{0};
 };
@@ -391,9 +395,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
   data.place = [this](const comm::Message& m) { return place_data(m); };
   k_data_ = transport.register_kind("weft.cluster.data", std::move(data));
   k_end_ = transport.register_kind("weft.cluster.end", h(&Cluster::on_end));
-  // Regions are published whenever rank 0 allocates (also between runs): applied as they come.
-  k_region_ = transport.register_kind("weft.cluster.region",
-                                      {.deliver = [this](const comm::Message& m) { on_region(m); }});
+  k_region_ = transport.register_kind("weft.cluster.region", h(&Cluster::on_region));
   // Same executable and libraries everywhere: the kinds' names carry the loaded objects' signature, which
   // check_consistency compares.
   char sig[64];
@@ -994,8 +996,23 @@ void Cluster::on_region(const comm::Message& m) {
   as.add_region({r.start, r.bytes, dist});
 }
 
+// Sent with the next run (at its start, before any task of it): a message sent between runs would wait for a
+// poll that may never come (the last run is over), and its transport could not be closed.
 void Cluster::publish_region(const WireRegion& r) {
-  for (int d = 1; d < size; ++d) transport.send(d, k_region_, as_bytes_of(r), {}, 0);
+  std::lock_guard<std::mutex> g(regions_m_);
+  regions_.push_back(r);
+  if (running_.load(std::memory_order_acquire) && tls_worker) send_regions_locked();  // inside the run: now
+}
+
+void Cluster::send_regions() {
+  std::lock_guard<std::mutex> g(regions_m_);
+  send_regions_locked();
+}
+
+void Cluster::send_regions_locked() {
+  for (const WireRegion& r : regions_)
+    for (int d = 1; d < size; ++d) transport.send(d, k_region_, as_bytes_of(r), {}, run_.load(std::memory_order_relaxed));
+  regions_.clear();
 }
 
 void Cluster::forget(std::uintptr_t start, std::size_t bytes) {
@@ -1068,6 +1085,7 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
             self.dispatch(k.kind, m);
           }
         }
+        if (self.rank == 0) self.send_regions();  // before any task of the run (the transport keeps the order)
         self.engine.attach_progress(&self.source_);
         struct Detach {
           Cluster& c;
