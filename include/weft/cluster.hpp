@@ -119,12 +119,18 @@ class remote_error : public std::runtime_error {
 struct ClusterStats {
   std::uint64_t tasks_offloaded = 0;      ///< tasks spawned here that ran on another process
   std::uint64_t tasks_received = 0;       ///< tasks other processes offloaded here
-  std::uint64_t control_messages = 0;     ///< messages sent: task, done, satisfy, fetch, end of run
+  std::uint64_t control_messages = 0;     ///< messages sent that carry no data: the five kinds below
+  std::uint64_t task_messages = 0;        ///< of which: a task sent to its executor
+  std::uint64_t done_messages = 0;        ///<   a task reported done to its creator
+  std::uint64_t satisfy_messages = 0;     ///<   a weak access's data ready, sent after its task
+  std::uint64_t fetch_messages = 0;       ///<   a request for data
+  std::uint64_t end_messages = 0;         ///<   the end of a run (rank 0)
   std::uint64_t data_messages = 0;        ///< messages sent carrying data
   std::uint64_t bytes_eager = 0;          ///< data sent with the task that needed it
   std::uint64_t bytes_lazy = 0;           ///< data sent because a process asked for it
-  std::uint64_t fetches = 0;              ///< data this process asked for (for a task, or a flush)
-  std::uint64_t flushes = 0;              ///< of which, for a wait
+  std::uint64_t flushes = 0;              ///< data fetched here for a wait (taskwait, taskwait_on)
+  double data_wait_seconds = 0;           ///< time tasks here spent ready but waiting for their data (summed)
+  double flush_wait_seconds = 0;          ///< time waits here spent bringing data (summed)
 };
 /// This process's counters (Runtime::cluster_stats is the same for a given Runtime).
 ClusterStats cluster_stats(const Runtime& rt);

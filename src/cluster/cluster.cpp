@@ -39,6 +39,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -50,6 +51,7 @@
 #include "cluster/address_space.hpp"
 #include "cluster/code_address.hpp"
 #include "deps/deps.hpp"
+#include "trace/counters.hpp"
 #include "trace/hooks.hpp"
 #include "weft/profile.hpp"
 
@@ -266,9 +268,11 @@ class Cluster final : public Engine::Service {
 
   ClusterTask root_state;  // the directory of the runs' roots (data locations outlive a run)
 
-  // Counters (ClusterStats).
-  std::atomic<std::uint64_t> offloaded{0}, received{0}, control{0}, data_msgs{0}, bytes_eager{0}, bytes_lazy{0},
-      fetches{0}, flushes{0};
+  // Counters (ClusterStats; messages by kind: the transport's).
+  std::atomic<std::uint64_t> offloaded{0}, received{0}, bytes_eager{0}, bytes_lazy{0}, flushes{0};
+  std::atomic<std::uint64_t> data_wait_ns{0}, flush_wait_ns{0};
+  ClusterStats stats() const;
+  std::uint64_t counters_id = 0;  // the profile's "cluster" section
 
  private:
   struct Incoming {  // transfers of a datum to this rank in flight
@@ -424,11 +428,51 @@ Cluster::Cluster(Engine& e) : engine(e) {
       },
       &ctx);
   source_ = {&poll_source, &source_demand, this};
+  counters_id = trace::add_counter_source("cluster", [this](std::vector<weft::Counter>& out) {
+    const ClusterStats s = stats();
+    auto count = [&](const char* name, std::uint64_t v) { out.push_back(weft::Counter{name, false, v, 0}); };
+    count("tasks_offloaded", s.tasks_offloaded);
+    count("tasks_received", s.tasks_received);
+    count("control_messages", s.control_messages);
+    count("task_messages", s.task_messages);
+    count("done_messages", s.done_messages);
+    count("satisfy_messages", s.satisfy_messages);
+    count("fetch_messages", s.fetch_messages);
+    count("end_messages", s.end_messages);
+    count("data_messages", s.data_messages);
+    count("bytes_eager", s.bytes_eager);
+    count("bytes_lazy", s.bytes_lazy);
+    count("flushes", s.flushes);
+    out.push_back(weft::Counter{"data_wait_s", true, 0, s.data_wait_seconds});
+    out.push_back(weft::Counter{"flush_wait_s", true, 0, s.flush_wait_seconds});
+  });
 }
 
 Cluster::~Cluster() {
+  trace::remove_counter_source(counters_id);
   Cluster* self = this;
   g_cluster.compare_exchange_strong(self, nullptr);
+}
+
+ClusterStats Cluster::stats() const {
+  ClusterStats st;
+  st.tasks_offloaded = offloaded.load(std::memory_order_relaxed);
+  st.tasks_received = received.load(std::memory_order_relaxed);
+  const comm::TransportStats t = transport.stats();
+  auto sent = [&](comm::Kind k) { return k < t.kinds.size() ? t.kinds[k].messages_sent : 0; };
+  st.task_messages = sent(k_task_);
+  st.done_messages = sent(k_done_);
+  st.satisfy_messages = sent(k_satisfy_);
+  st.fetch_messages = sent(k_fetch_);
+  st.end_messages = sent(k_end_);
+  st.control_messages = st.task_messages + st.done_messages + st.satisfy_messages + st.fetch_messages + st.end_messages;
+  st.data_messages = sent(k_data_);
+  st.bytes_eager = bytes_eager.load(std::memory_order_relaxed);
+  st.bytes_lazy = bytes_lazy.load(std::memory_order_relaxed);
+  st.flushes = flushes.load(std::memory_order_relaxed);
+  st.data_wait_seconds = 1e-9 * static_cast<double>(data_wait_ns.load(std::memory_order_relaxed));
+  st.flush_wait_seconds = 1e-9 * static_cast<double>(flush_wait_ns.load(std::memory_order_relaxed));
+  return st;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -620,7 +664,6 @@ void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
 
 void Cluster::send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload) {
   transport.send(dest, k, header, payload, run_.load(std::memory_order_relaxed));
-  control.fetch_add(1, std::memory_order_relaxed);
   // Out at this worker's next poll, right after its task, rather than after its next tasks (see flow/remote.cpp).
   if (Worker* w = tls_worker; w && !w->engine->progress_worker) {
     w->last_busy_poll = {};
@@ -634,7 +677,6 @@ void Cluster::send_data(int dest, const void* address, std::size_t bytes, bool e
   // one the transfer is for.
   transport.send(dest, k_data_, as_bytes_of(d), {static_cast<const std::byte*>(address), bytes}, [] {},
                  run_.load(std::memory_order_relaxed));
-  data_msgs.fetch_add(1, std::memory_order_relaxed);
   (eager ? bytes_eager : bytes_lazy).fetch_add(bytes, std::memory_order_relaxed);
   if (Worker* w = tls_worker; w && !w->engine->progress_worker) {
     w->last_busy_poll = {};
@@ -676,7 +718,6 @@ void Cluster::fetch_to_here(const void* address, std::size_t bytes, Holders h, T
   if (from >= size) comm::abort_job("weft::cluster: a datum has no holder (internal error)");
   const WireData d{reinterpret_cast<std::uint64_t>(address), bytes};
   send(from, k_fetch_, as_bytes_of(d));
-  fetches.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
@@ -705,10 +746,14 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
     }
   }
   c.data_ready = true;
+  if (c.missing.load(std::memory_order_relaxed) > 1) c.parked_at = std::chrono::steady_clock::now();
   return c.missing.fetch_sub(1, std::memory_order_acq_rel) == 1;
 }
 
 void Cluster::make_ready(Task* t) {
+  const auto waited = std::chrono::steady_clock::now() - t->cluster->parked_at;
+  data_wait_ns.fetch_add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count()),
+                         std::memory_order_relaxed);
   Worker& w = *tls_worker;
   schedule(w, t);
 }
@@ -823,7 +868,11 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
     }
   }
   if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) return;
+  const auto start = std::chrono::steady_clock::now();
   wait_until(w, [&] { return pending.load(std::memory_order_acquire) == 0; });
+  flush_wait_ns.fetch_add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - start).count()),
+                          std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1175,23 +1224,12 @@ bool cluster_run(Engine& e, void (*call)(void*, Context&), void* arg) {
 }
 
 ClusterStats cluster_stats(const Engine& e) {
-  ClusterStats st;
 #ifdef WEFT_HAVE_MPI
-  if (Engine::Service* s = e.service(kServiceCluster)) {
-    auto& c = *static_cast<Cluster*>(s);
-    st.tasks_offloaded = c.offloaded.load();
-    st.tasks_received = c.received.load();
-    st.control_messages = c.control.load();
-    st.data_messages = c.data_msgs.load();
-    st.bytes_eager = c.bytes_eager.load();
-    st.bytes_lazy = c.bytes_lazy.load();
-    st.fetches = c.fetches.load();
-    st.flushes = c.flushes.load();
-  }
+  if (Engine::Service* s = e.service(kServiceCluster)) return static_cast<Cluster*>(s)->stats();
 #else
   (void)e;
 #endif
-  return st;
+  return {};
 }
 
 void finish_spawn_offload(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs,

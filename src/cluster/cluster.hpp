@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -69,6 +70,7 @@ struct ClusterTask {
   };
   std::vector<Touched> touched;
   std::string error;  ///< received: what its body threw (reported to the creator)
+  std::chrono::steady_clock::time_point parked_at{};  ///< when it began to wait for its data (if it did)
 };
 
 }  // namespace weft::detail

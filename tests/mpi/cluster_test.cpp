@@ -53,14 +53,15 @@ TEST(Cluster, OffloadedWritesComeBack) {
           weft::out(blk, kLen), weft::out(*w), weft::node(b % nodes));
     }
     // Tasks here read every block: the blocks written elsewhere are fetched first.
-    long long sum = 0;
+    std::atomic<long long> sum{0};  // readers of different blocks run at once
     for (int b = 0; b < kBlocks; ++b) {
       const int* blk = a + b * kLen;
-      cx.spawn([&sum, blk] { for (int i = 0; i < kLen; ++i) sum += blk[i]; }, weft::in(blk, kLen));
+      cx.spawn([&sum, blk] { long long s = 0; for (int i = 0; i < kLen; ++i) s += blk[i]; sum += s; },
+               weft::in(blk, kLen));
     }
     cx.taskwait();
     const long long n = kBlocks * kLen;
-    EXPECT_EQ(sum, n * (n - 1) / 2);
+    EXPECT_EQ(sum.load(), n * (n - 1) / 2);
     for (int b = 0; b < kBlocks; ++b) ran_on[b] = where[b];
   });
   if (weft::node_id() == 0) {
@@ -94,7 +95,7 @@ TEST(Cluster, WeakParentSpawnsRemotely) {
   weft::Runtime rt(cluster_options());
   const int nodes = weft::num_nodes();
   static constexpr int kBlocks = 6, kLen = 512;
-  long long sum = -1;
+  std::atomic<long long> sum{-1};
   rt.run([&](weft::Context& cx) {
     double* a = weft::dmalloc<double>(kBlocks * kLen);
     std::vector<weft::Access> weak;
@@ -115,14 +116,14 @@ TEST(Cluster, WeakParentSpawnsRemotely) {
     sum = 0;
     for (int b = 0; b < kBlocks; ++b) {
       double* blk = a + b * kLen;
-      cx.spawn([&sum, blk] { for (int i = 0; i < kLen; ++i) sum += static_cast<long long>(blk[i]); },
+      cx.spawn([&sum, blk] { long long s = 0; for (int i = 0; i < kLen; ++i) s += static_cast<long long>(blk[i]); sum += s; },
                weft::in(blk, kLen));
     }
     cx.taskwait();
   });
   const long long n = kBlocks * kLen;
   if (weft::node_id() == 0) {
-    EXPECT_EQ(sum, n * (n - 1));
+    EXPECT_EQ(sum.load(), n * (n - 1));
   }
 }
 
@@ -167,6 +168,65 @@ TEST(Cluster, CaptureByReferenceIsRefused) {
   if (weft::node_id() == 0) {
     EXPECT_TRUE(refused);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The counters: tasks offloaded and received, messages by kind, flushes only for a flushing wait; the same in
+// the profile's "cluster" section.
+TEST(Cluster, CountersAndFlushes) {
+  weft::Options o = cluster_options();
+  o.profile.enabled = true;
+  weft::Runtime rt(o);
+  const int nodes = weft::num_nodes();
+  static constexpr int kBlocks = 4, kLen = 256;
+  double* a = nullptr;
+  rt.run([&](weft::Context& cx) {
+    a = weft::dmalloc<double>(kBlocks * kLen);
+    for (int b = 0; b < kBlocks; ++b) {
+      double* blk = a + b * kLen;
+      cx.spawn([=] { for (int i = 0; i < kLen; ++i) blk[i] = b; }, weft::out(blk, kLen), weft::node(nodes - 1));
+    }
+    cx.taskwait_noflush();
+  });
+  const weft::ClusterStats s1 = rt.cluster_stats();
+  if (nodes > 1 && weft::node_id() == 0) {
+    EXPECT_EQ(s1.tasks_offloaded, static_cast<std::uint64_t>(kBlocks));
+    EXPECT_EQ(s1.task_messages, static_cast<std::uint64_t>(kBlocks));
+    EXPECT_EQ(s1.flushes, 0u);  // noflush: the blocks stay where they were written
+    EXPECT_EQ(s1.bytes_eager + s1.bytes_lazy, 0u);
+  }
+  if (nodes > 1 && weft::node_id() == nodes - 1) {
+    EXPECT_EQ(s1.tasks_received, static_cast<std::uint64_t>(kBlocks));
+    EXPECT_EQ(s1.done_messages, static_cast<std::uint64_t>(kBlocks));
+  }
+  double sum = 0;
+  rt.run([&](weft::Context& cx) {
+    for (int b = 0; b < kBlocks; ++b) cx.taskwait_on(a[b * kLen]);  // brings each block here
+    for (int b = 0; b < kBlocks; ++b)
+      for (int i = 0; i < kLen; ++i) sum += a[b * kLen + i];
+  });
+  const weft::ClusterStats s2 = rt.cluster_stats();
+  if (weft::node_id() == 0) {
+    EXPECT_EQ(sum, kLen * (0 + 1 + 2 + 3));
+    if (nodes > 1) {
+      EXPECT_EQ(s2.flushes - s1.flushes, static_cast<std::uint64_t>(kBlocks));
+      const weft::Profile p = rt.profile();
+      bool found = false;
+      for (const weft::CounterSection& sec : p.counters)
+        if (sec.name == "cluster")
+          for (const weft::Counter& c : sec.counters)
+            if (c.name == "flushes") {
+              found = true;
+              EXPECT_EQ(c.count, static_cast<std::uint64_t>(kBlocks));
+            }
+      EXPECT_TRUE(found);
+    }
+  }
+  if (nodes > 1 && weft::node_id() == nodes - 1) EXPECT_EQ(s2.bytes_lazy, kBlocks * kLen * sizeof(double));
+  rt.run([&](weft::Context&) { weft::dfree(a); });
 }
 
 }  // namespace
