@@ -17,6 +17,7 @@ weft::Options cluster_options(unsigned threads = 2) {
   weft::Options o;
   o.num_threads = threads;
   o.cluster = true;
+  o.cluster_memory = std::size_t{1} << 30;  // what the tests use (ThreadSanitizer cannot shadow 64 GiB)
   return o;
 }
 
