@@ -6,8 +6,8 @@
 //   gemm   A_ij -= A_ik A_jk^T              for i > j > k (cblas_dgemm)
 // Distribution: tile columns are dealt cyclically over the ranks (column j on rank j mod size). The owner of
 // column k factorises panel k (potrf, trsm) and sends it to every rank; the owner of column j applies every
-// update to column j. Each rank keeps storage for every lower tile (the panels it receives land in their
-// columns); the tiles are stored column by column, so that panel k (tiles k..nt-1 of column k) is contiguous
+// update to column j. Each rank keeps storage for every tile (the upper ones unused; the panels it receives
+// land in their columns); the tiles are stored column by column, so that panel k (tiles k..nt-1 of column k) is contiguous
 // and travels as one message.
 #pragma once
 

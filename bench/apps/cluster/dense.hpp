@@ -5,7 +5,7 @@
 // serial reference.
 //
 // A variant is one source file, `<app>_<version>.cpp`, defining one function `void f(State&, const Env&)`,
-// plus one line in its application's table (`<app>.hpp`). Its layout says which state it receives:
+// plus one line in its application's table (`<app>.hpp`) and its suffix in CMakeLists.txt's version list. Its layout says which state it receives:
 //   whole        rank 0 holds the whole problem, the other ranks an empty state (the serial reference; the
 //                versions where one program offloads tasks to the other ranks).
 //   distributed  every rank holds its share (MPI + OpenMP, MPI + weft).
