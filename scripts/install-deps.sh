@@ -19,6 +19,8 @@ PACKAGES=(
   valgrind                                        # instruction counts (bench/micro/callgrind.sh)
   nlohmann-json3-dev                              # tests: parsing profile and trace files
   python3 python3-numpy python3-matplotlib        # tools: metg (METG sweeps and plots), weft-gantt
+  libopenblas-dev liblapacke-dev                  # dense apps across ranks (bench/apps/cluster): BLAS tile
+                                                  # kernels (cblas_dgemm...) and LAPACKE_dpotrf
 )
 
 check_only=0
