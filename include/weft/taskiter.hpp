@@ -144,6 +144,8 @@ struct IterSpec {
 void run_taskiter(Context& cx, const IterSpec& spec);
 /// Rejects invalid taskiter clauses (weak accesses, unroll(0)) before anything is spawned.
 void check_taskiter(const IterParams& p, const Access* acc, std::size_t n);
+/// Throws weft::taskiter_error inside a cluster of several processes (weft/cluster.hpp), which runs no taskiter.
+void refuse_taskiter_in_cluster(const Context& cx);
 
 struct NoCond {};
 
@@ -214,6 +216,7 @@ void Context::spawn_taskiter(Closure&& closure, Clauses&&... clauses) {
   (clause(std::forward<Clauses>(clauses)), ...);
   (void)clause;  // no clause at all
   detail::check_taskiter(closure.params, accesses, n);
+  detail::refuse_taskiter_in_cluster(*this);
   detail::finish_spawn(*this, detail::new_task(*this, std::forward<Closure>(closure)), accesses, n, attrs);
 }
 

@@ -603,10 +603,11 @@ constexpr std::size_t is_access_v = std::is_same_v<std::decay_t<C>, Access> ? 1 
 template <class C>
 constexpr std::size_t is_offload_v =
     std::is_same_v<std::decay_t<C>, offload_t> || std::is_same_v<std::decay_t<C>, node> ? 1 : 0;
+inline constexpr int kBadNode = -1000000;  // weft::node(r) with r < 0
 template <class C>
 constexpr int node_of(const C& c) {
   if constexpr (std::is_same_v<std::decay_t<C>, node>)
-    return c.rank;
+    return c.rank < 0 ? kBadNode : c.rank;  // -1 means weft::offload
   else
     return -1;
 }

@@ -23,8 +23,16 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
+// ThreadSanitizer's mmap interceptor turns a hint outside its application ranges into 0 and keeps the flags, so
+// that MAP_FIXED_NOREPLACE then asks for page 0: under it the address is only a hint (the result is checked).
+#if defined(__SANITIZE_THREAD__)
+constexpr int kNoReplace = 0;
+#else
+constexpr int kNoReplace = MAP_FIXED_NOREPLACE;
+#endif
+
 void* map_at(std::uintptr_t hint, std::size_t bytes, bool fixed) {
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (fixed ? MAP_FIXED_NOREPLACE : 0);
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (fixed ? kNoReplace : 0);
   void* p = mmap(reinterpret_cast<void*>(hint), bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   if (fixed && reinterpret_cast<std::uintptr_t>(p) != hint) {  // a kernel without MAP_FIXED_NOREPLACE: a hint
@@ -111,7 +119,12 @@ void AddressSpace::reserve(std::size_t bytes, int nodes, int rank, Agree agree, 
     base = reinterpret_cast<std::uintptr_t>(p);
   } else {
     // Candidates: where the kernel put rank 0's mapping, then fixed addresses high in the user half of the
-    // 47-bit address space, below where stacks and shared objects usually go.
+    // 47-bit address space, below where shared objects and stacks usually go (the first ones also lie in the
+    // ranges ThreadSanitizer gives applications), then lower ones.
+    auto candidate = [&](int c) -> std::uintptr_t {
+      if (c <= 8) return std::uintptr_t{0x7e8000000000} + std::uintptr_t(c - 1) * 0x2000000000ull;
+      return std::uintptr_t{0x100000000000} + std::uintptr_t(c - 8) * 0x40000000000ull;
+    };
     constexpr int kCandidates = 16;
     for (int c = 0; c <= kCandidates && !base; ++c) {
       void* mine = nullptr;
@@ -121,7 +134,8 @@ void AddressSpace::reserve(std::size_t bytes, int nodes, int rank, Agree agree, 
         proposal = agree(ctx, reinterpret_cast<std::uintptr_t>(mine), mine != nullptr);  // broadcast + check
         if (rank != 0 && proposal) mine = map_at(proposal, bytes, true);
       } else {
-        proposal = (std::uintptr_t{0x100000000000} + std::uintptr_t(c) * 0x40000000000ull);
+        proposal = candidate(c);
+        if (proposal + bytes > std::uintptr_t{0x7fff00000000}) continue;  // too large for this candidate
         mine = map_at(proposal, bytes, true);
       }
       // Everybody reports; 0 back means that someone failed: unmap and try the next candidate.

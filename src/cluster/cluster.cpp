@@ -114,6 +114,12 @@ void check_closure(const void* closure, std::size_t size) {
 
 }  // namespace
 
+std::string node_error(int node, int size) {
+  return "weft::node(" + (node == kBadNode ? std::string("a negative rank") : std::to_string(node)) +
+         "): the job has " + std::to_string(size) + " process" + (size == 1 ? "" : "es") + " (ranks 0 .. " +
+         std::to_string(size - 1) + ")";
+}
+
 /// The offload clause of the spawn being registered on this thread (finish_spawn_offload -> divert_spawn).
 thread_local const OffloadSpec* tls_offload_spec = nullptr;
 
@@ -334,6 +340,16 @@ class Cluster final : public Engine::Service {
   std::unordered_map<const std::byte*, std::unique_ptr<std::byte[]>> early_buffers_;  // under the token
   std::mutex in_m_;
   std::unordered_map<const void*, Incoming> incoming_;
+  // Tasks here that have the datum and read it (strong `in` accesses, from the moment their data is here to
+  // their end, children included). While there are any, a transfer of that datum arriving is a copy of what they
+  // read (another rank sent the same version: a newer one cannot be written before they and their children,
+  // readers only, have ended), and lands in a scratch buffer instead. (Not inout: its children may write the
+  // datum, and a newer version may then come back while it runs.)
+  std::unordered_map<const void*, int> readers_;
+  bool duplicate_locked(const void* a) const {
+    auto it = readers_.find(a);
+    return it != readers_.end() && it->second > 0;
+  }
   std::mutex received_m_;
   std::unordered_map<std::uint64_t, Task*> received_;  // (creator << 48 | index) -> task, see on_task
   std::mutex regions_m_;
@@ -495,8 +511,7 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
     c = std::make_unique<ClusterTask>();
     if (spec) {
       if (spec->node < -1 || spec->node >= size)
-        throw std::invalid_argument("weft::node(" + std::to_string(spec->node) + "): the job has " +
-                                    std::to_string(size) + " processes (0 .. " + std::to_string(size - 1) + ")");
+        throw std::invalid_argument(node_error(spec->node, size));
       c->node = spec->node;
       c->ops = spec->ops;
       check_closure(spec->ops->inline_stored ? static_cast<const void*>(t->body) : *reinterpret_cast<void**>(t->body),
@@ -737,15 +752,18 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
       }
       if (!(h & bit(rank))) {
         c.missing.fetch_add(1, std::memory_order_relaxed);
-        fetch_to_here(a.address, a.bytes, h, t, nullptr);
+        fetch_to_here(a.address, a.bytes, h, t, nullptr);  // counted as a reader on arrival
         if (!received && a.mode == AccessMode::in) a.where->fetch_or(bit(rank), std::memory_order_acq_rel);
       } else if (wait_locked(a.address, t, nullptr)) {
         c.missing.fetch_add(1, std::memory_order_relaxed);
+      } else if (a.mode == AccessMode::in) {
+        ++readers_[a.address];
       }
       a.holders.store(writes(a.mode) ? bit(rank) : (h | bit(rank)), std::memory_order_relaxed);
     }
   }
   c.data_ready = true;
+  c.reading = true;
   if (c.missing.load(std::memory_order_relaxed) > 1) c.parked_at = std::chrono::steady_clock::now();
   return c.missing.fetch_sub(1, std::memory_order_acq_rel) == 1;
 }
@@ -768,6 +786,9 @@ void Cluster::arrived(const void* address) {
     in = std::move(e);
     incoming_.erase(address);
     for (const Incoming::Forward& f : in.forwards) send_data(f.dest, address, f.bytes, f.eager);
+    for (Task* t : in.tasks)
+      for (std::uint32_t i = 0; i < t->cluster->n_acc; ++i)
+        if (t->cluster->acc[i].address == address && t->cluster->acc[i].mode == AccessMode::in) ++readers_[address];
   }
   // acq_rel: the bytes written by the transfer (on this thread) happen before the waiting task's run.
   for (Task* t : in.tasks)
@@ -783,6 +804,14 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   std::unique_ptr<ClusterTask> c(t->cluster);
   t->cluster = nullptr;
   const bool cancelled = t->cancelled.load(std::memory_order_relaxed);
+  if (c->reading) {
+    std::lock_guard<std::mutex> g(in_m_);
+    for (std::uint32_t i = 0; i < c->n_acc; ++i) {
+      if (c->acc[i].mode != AccessMode::in) continue;
+      auto it = readers_.find(c->acc[i].address);
+      if (it != readers_.end() && --it->second == 0) readers_.erase(it);
+    }
+  }
   if (c->role == ClusterTask::Role::local && !cancelled) {
     for (std::uint32_t i = 0; i < c->n_acc; ++i) {
       const ClusterAccess& a = c->acc[i];
@@ -818,9 +847,14 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
 void Cluster::weak_ready(Worker& w, Task* t, Task* node) {
   (void)w;
   ClusterTask& c = *t->cluster;
-  if (c.role == ClusterTask::Role::received) return;  // on_satisfy set the holders before releasing the node
-  for (std::uint8_t k = 0; k < t->n_weak; ++k) {
-    if (t->weak[k].node != node) continue;
+  // A received task's holders come with on_satisfy, before it releases the node. (Its accesses have no parent's
+  // cell: fixed at creation, unlike `role`, which the task's run may change meanwhile.)
+  if (c.n_acc && !c.acc[0].where) return;
+  // The node's link was written before the node was linked (so before this call), like every link before it;
+  // the registration may still be adding later ones (and counting them in n_weak): scan up to ours only.
+  std::uint8_t k = 0;
+  while (t->weak[k].node != node) ++k;
+  {
     for (std::uint32_t i = 0; i < c.n_acc; ++i) {
       ClusterAccess& a = c.acc[i];
       if (a.address != t->weak[k].address || !is_weak_mode(a.mode)) continue;
@@ -897,13 +931,32 @@ std::span<std::byte> Cluster::place_data(const comm::Message& m) {
     early_buffers_.emplace(buf.get(), std::move(buf));
     return out;
   }
+  bool duplicate;
+  {
+    std::lock_guard<std::mutex> g(in_m_);
+    duplicate = duplicate_locked(reinterpret_cast<const void*>(d.address));
+  }
+  if (duplicate) {  // tasks here read the datum: this copy of it goes to a scratch buffer (see readers_)
+    auto buf = std::make_unique<std::byte[]>(m.payload_size());
+    std::span<std::byte> out{buf.get(), m.payload_size()};
+    early_buffers_.emplace(buf.get(), std::move(buf));
+    return out;
+  }
   return {reinterpret_cast<std::byte*>(d.address), m.payload_size()};
 }
 
 void Cluster::on_data(const comm::Message& m) {
   const WireData d = read_header<WireData>(m);
   auto* dst = reinterpret_cast<std::byte*>(d.address);
-  if (m.payload().data() != dst) std::memcpy(dst, m.payload().data(), m.payload().size());
+  if (m.payload().data() != dst) {
+    bool duplicate;
+    {
+      std::lock_guard<std::mutex> g(in_m_);
+      duplicate = duplicate_locked(dst);
+    }
+    if (!duplicate) std::memcpy(dst, m.payload().data(), m.payload().size());
+    if (!early_buffers_.empty()) early_buffers_.erase(m.payload().data());
+  }
   arrived(dst);
 }
 
@@ -1232,6 +1285,11 @@ ClusterStats cluster_stats(const Engine& e) {
   return {};
 }
 
+void refuse_taskiter_in_cluster(const Context& cx) {
+  if (is_cluster_parent(ContextAccess::task(cx)))
+    throw taskiter_error("weft: taskiter is not supported in a cluster of several processes (weft/cluster.hpp)");
+}
+
 void finish_spawn_offload(Context& cx, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs,
                           const OffloadSpec& spec) {
   Task* p = ContextAccess::task(cx);
@@ -1244,10 +1302,10 @@ void finish_spawn_offload(Context& cx, Task* t, const Access* acc, std::size_t n
     return;
   }
   // One process: the clause changes nothing, but a rank that does not exist is an error here too.
-  if (spec.node > 0) {
+  if (spec.node < -1 || spec.node > 0) {
     t->body_ops->destroy(t);
     discard_spawn(cx, t);
-    throw std::invalid_argument("weft::node(" + std::to_string(spec.node) + "): the job has 1 process (0 .. 0)");
+    throw std::invalid_argument(node_error(spec.node, 1));
   }
   finish_spawn(cx, t, acc, n, attrs);
 }

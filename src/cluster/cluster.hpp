@@ -46,6 +46,7 @@ struct ClusterTask {
   enum class Role : std::uint8_t { local, offloaded, received };
   Role role = Role::local;
   bool data_ready = false;   ///< the data of its strong accesses is here (or the task was cancelled)
+  bool reading = false;      ///< counted among the readers of its strong in/inout data here (Cluster::readers_)
   int node = -2;             ///< -2: not offloadable; -1: the policy picks; else that rank
   const OffloadOps* ops = nullptr;
   int executor = -1;

@@ -1,5 +1,6 @@
 // Flow graphs: assembling a graph from its template tasks, executing it inside Runtime::run, reporting and
 // discarding tasks whose inputs never all arrived. See weft/flow.hpp.
+#include "weft/cluster.hpp"
 #include <deque>
 #include <exception>
 #include <set>
@@ -31,6 +32,9 @@ GraphBase::GraphBase(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned,
         if (auto other = w.lock()) todo.push_back(std::move(other));
     g.tts.push_back(std::move(t));
   }
+  if (rt->options().cluster && weft::num_nodes() > 1)
+    throw error("weft::flow::graph: a flow graph cannot run on a cluster Runtime (Options::cluster) of several "
+                "processes: give it a Runtime of its own");
   // One reader slot more than workers: a communication thread (Options::comm_thread) delivers messages too.
   const unsigned workers = rt->num_workers() + 1;
   for (std::size_t i = 0; i < g.tts.size(); ++i) g.tts[i]->set_id(static_cast<std::uint32_t>(i));

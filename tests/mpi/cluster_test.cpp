@@ -5,6 +5,10 @@
 #include <weft/weft.hpp>
 
 #include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -17,7 +21,7 @@ weft::Options cluster_options(unsigned threads = 2) {
   weft::Options o;
   o.num_threads = threads;
   o.cluster = true;
-  o.cluster_memory = std::size_t{1} << 30;  // what the tests use (ThreadSanitizer cannot shadow 64 GiB)
+  o.cluster_memory = std::size_t{1} << 29;  // ThreadSanitizer (with ASLR off) maps no more than about 1 GiB at once
   return o;
 }
 
@@ -228,6 +232,52 @@ TEST(Cluster, CountersAndFlushes) {
   }
   if (nodes > 1 && weft::node_id() == nodes - 1) EXPECT_EQ(s2.bytes_lazy, kBlocks * kLen * sizeof(double));
   rt.run([&](weft::Context&) { weft::dfree(a); });
+}
+
+}  // namespace
+
+namespace {
+
+// What a cluster refuses, with a clear error: a rank that does not exist, accesses it does not support across
+// ranks, taskiter.
+TEST(Cluster, Refusals) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  rt.run([&](weft::Context& cx) {
+    int* x = weft::dmalloc<int>(1);
+    EXPECT_THROW(cx.spawn([] {}, weft::node(nodes)), std::invalid_argument);
+    EXPECT_THROW(cx.spawn([] {}, weft::node(-2)), std::invalid_argument);
+    if (nodes > 1) {
+      EXPECT_THROW(cx.spawn([] {}, weft::inoutset(*x)), std::invalid_argument);
+      EXPECT_THROW(cx.spawn([] {}, weft::commutative(*x), weft::offload), std::invalid_argument);
+      EXPECT_THROW(cx.taskiter(2, [](weft::Context&) {}), weft::taskiter_error);
+    }
+    cx.spawn([x] { *x = 7; }, weft::out(*x), weft::offload);  // the runtime is still usable
+    cx.taskwait();
+    EXPECT_EQ(*x, 7);
+    weft::dfree(x);
+  });
+}
+
+// Run by tests/mpi/failure.cmake (MODE=clusterkill): rank 1 dies inside an offloaded task while rank 0 waits for
+// it; the job must end within seconds.
+TEST(ClusterFailure, KilledRankInOffloadedTask) {
+  if (!std::getenv("WEFT_TEST_KILL_FILE")) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
+  weft::Runtime rt(cluster_options(1));
+  rt.run([&](weft::Context& cx) {
+    int* x = weft::dmalloc<int>(1);
+    cx.spawn(
+        [] {
+          if (FILE* f = std::fopen(std::getenv("WEFT_TEST_KILL_FILE"), "w")) {  // this process's environment
+            std::fprintf(f, "%lld\n", static_cast<long long>(std::time(nullptr)));
+            std::fclose(f);
+          }
+          std::raise(SIGKILL);
+        },
+        weft::out(*x), weft::node(1));
+    cx.taskwait();
+  });
+  std::_Exit(3);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #   -DMODE=flowkill   as kill, but rank 1 dies inside a flow task, mid-graph, while rank 0 is in fence().
 #   -DMODE=watchdog   a flow task blocks on rank 1 with a 2 s watchdog: the job must end with a failure status,
 #                     every rank's view and the watchdog's line.
+#   -DMODE=clusterkill   as kill, but rank 1 dies inside a task offloaded to it, while rank 0 waits for it.
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
@@ -23,6 +24,9 @@ elseif(MODE STREQUAL "abort")
 elseif(MODE STREQUAL "flowkill")
   list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
   list(APPEND cmd "--gtest_filter=FlowFailure.KilledRankMidGraph")
+elseif(MODE STREQUAL "clusterkill")
+  list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
+  list(APPEND cmd "--gtest_filter=ClusterFailure.KilledRankInOffloadedTask")
 elseif(MODE STREQUAL "watchdog")
   list(APPEND env "WEFT_TEST_WATCHDOG=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.WatchdogEndsAStuckJob")
@@ -30,7 +34,7 @@ elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
 else()
-  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowthrow or watchdog")
+  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, clusterkill, flowthrow or watchdog")
 endif()
 # The hang guard: far above the 10 s bound; the surviving rank gives up by itself after 60 s.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out
