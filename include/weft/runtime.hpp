@@ -106,8 +106,9 @@ struct Options {
   /// Profiling and tracing (off by default). Environment: WEFT_PROFILE, WEFT_TRACE, WEFT_TRACE_EDGES,
   /// WEFT_TRACE_BUFFER (see ProfileOptions).
   ProfileOptions profile;
-  /// Several processes (a flow graph across MPI ranks): a fence()/wait() in which this rank sees no progress (no
-  /// message received or sent, no task of the graph finished) for this many seconds prints every rank's view
+  /// Several processes (a flow graph across MPI ranks, or a cluster's run): a fence()/wait() (a run) in which this
+  /// rank sees no progress (no message received or sent, no task of the graph or cluster finished) for this many
+  /// seconds prints every rank's view
   /// (tasks pending, messages per epoch, outstanding operations, messages held) and ends the job. Set it above
   /// the longest task. 0: off. Environment: WEFT_WATCHDOG=seconds (default 0, at most 10^6).
   double watchdog_seconds = 0;

@@ -330,7 +330,19 @@ class Cluster final : public Engine::Service {
   static std::size_t poll_source(void* self) noexcept;
   static ProgressDemand source_demand(void* self) noexcept;
 
-  comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0;
+  comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0,
+             k_dump_ = 0;
+  // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
+  // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
+  double watchdog_ = 0;
+  std::atomic<std::uint64_t> progress_{0};
+  std::atomic<std::uint64_t> done_received_{0}, received_completed_{0};
+  std::mutex watch_m_;
+  std::uint64_t watch_seen_ = ~std::uint64_t{0};
+  std::chrono::steady_clock::time_point watch_since_{};
+  std::atomic<bool> watch_fired_{false};
+  void watch();
+  std::string view();
   ProgressSource source_{};
   std::atomic<std::uint32_t> run_{0};        // the run this rank is in (written under the token)
   std::atomic<bool> running_{false};
@@ -416,6 +428,11 @@ Cluster::Cluster(Engine& e) : engine(e) {
   k_data_ = transport.register_kind("weft.cluster.data", std::move(data));
   k_end_ = transport.register_kind("weft.cluster.end", h(&Cluster::on_end));
   k_region_ = transport.register_kind("weft.cluster.region", h(&Cluster::on_region));
+  // The watchdog's request for this rank's view (any run: the asking rank is about to end the job).
+  k_dump_ = transport.register_kind("weft.cluster.watchdog", {.deliver = [this](const comm::Message& m) {
+                                      std::fprintf(stderr, "%s (asked by rank %d)\n", view().c_str(), m.source());
+                                    }});
+  watchdog_ = e.options.watchdog_seconds;
   // Same executable and libraries everywhere: the kinds' names carry the loaded objects' signature, which
   // check_consistency compares.
   char sig[64];
@@ -679,6 +696,7 @@ void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
 
 void Cluster::send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload) {
   transport.send(dest, k, header, payload, run_.load(std::memory_order_relaxed));
+  progress_.fetch_add(1, std::memory_order_relaxed);
   // Out at this worker's next poll, right after its task, rather than after its next tasks (see flow/remote.cpp).
   if (Worker* w = tls_worker; w && !w->engine->progress_worker) {
     w->last_busy_poll = {};
@@ -804,6 +822,8 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   std::unique_ptr<ClusterTask> c(t->cluster);
   t->cluster = nullptr;
   const bool cancelled = t->cancelled.load(std::memory_order_relaxed);
+  progress_.fetch_add(1, std::memory_order_relaxed);
+  if (c->role == ClusterTask::Role::received) received_completed_.fetch_add(1, std::memory_order_relaxed);
   if (c->reading) {
     std::lock_guard<std::mutex> g(in_m_);
     for (std::uint32_t i = 0; i < c->n_acc; ++i) {
@@ -1078,6 +1098,7 @@ void Cluster::on_done(const comm::Message& m) {
   if (d.error_size)
     error = std::make_exception_ptr(
         remote_error(m.source(), std::string(reinterpret_cast<const char*>(p + c.n_acc * sizeof(Holders)), d.error_size)));
+  done_received_.fetch_add(1, std::memory_order_relaxed);
   fulfill_event(engine, t, error);
 }
 
@@ -1137,11 +1158,58 @@ void Cluster::dispatch(comm::Kind k, const comm::Message& m) {
 }
 
 std::size_t Cluster::poll_source(void* self) noexcept {
+  auto* c = static_cast<Cluster*>(self);
   try {
-    return static_cast<Cluster*>(self)->transport.poll();
+    const std::size_t n = c->transport.poll();
+    if (n) c->progress_.fetch_add(n, std::memory_order_relaxed);
+    if (c->watchdog_ > 0) [[unlikely]]
+      c->watch();
+    return n;
   } catch (const std::exception& x) {
     comm::abort_job(std::string("weft::cluster: progress failed: ") + x.what());
   }
+}
+
+std::string Cluster::view() {
+  std::size_t awaited = 0;
+  {
+    std::lock_guard<std::mutex> g(in_m_);
+    for (const auto& [a, in] : incoming_) awaited += in.expected > 0 ? 1 : 0;
+  }
+  const std::uint64_t off = offloaded.load(), done = done_received_.load(), rec = received.load(),
+                      fin = received_completed_.load();
+  return "weft: rank " + std::to_string(rank) + ": cluster watchdog view: run " + std::to_string(run_.load()) +
+         (running_.load() ? " (running)" : " (between runs)") + ", tasks offloaded from here not done " +
+         std::to_string(off - done) + ", tasks received here not done " + std::to_string(rec - fin) +
+         ", data awaited here " + std::to_string(awaited) + ", transport operations outstanding " +
+         std::to_string(transport.outstanding());
+}
+
+void Cluster::watch() {
+  if (!running_.load(std::memory_order_acquire) || watch_fired_.load(std::memory_order_relaxed)) return;
+  std::unique_lock<std::mutex> g(watch_m_, std::try_to_lock);
+  if (!g.owns_lock()) return;
+  const std::uint64_t p = progress_.load(std::memory_order_relaxed);
+  const auto now = std::chrono::steady_clock::now();
+  if (p != watch_seen_) {
+    watch_seen_ = p;
+    watch_since_ = now;
+    return;
+  }
+  if (std::chrono::duration<double>(now - watch_since_).count() < watchdog_) return;
+  if (watch_fired_.exchange(true)) return;
+  std::fprintf(stderr, "%s\n", view().c_str());
+  for (int r = 0; r < size; ++r)
+    if (r != rank) transport.send(r, k_dump_, {}, {});
+  const auto grace = now + std::chrono::seconds(1);  // the others print while this rank keeps progressing
+  while (std::chrono::steady_clock::now() < grace)
+    if (transport.poll() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  char what[200];
+  std::snprintf(what, sizeof what,
+                "weft::cluster: watchdog: no progress on this rank for %g s in a run (WEFT_WATCHDOG); every rank's "
+                "view is printed above",
+                watchdog_);
+  comm::abort_job(what);
 }
 
 ProgressDemand Cluster::source_demand(void* self) noexcept {

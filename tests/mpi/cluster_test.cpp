@@ -5,6 +5,8 @@
 #include <weft/weft.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -275,6 +277,25 @@ TEST(ClusterFailure, KilledRankInOffloadedTask) {
           std::raise(SIGKILL);
         },
         weft::out(*x), weft::node(1));
+    cx.taskwait();
+  });
+  std::_Exit(3);
+}
+
+}  // namespace
+
+namespace {
+
+// Run by tests/mpi/failure.cmake (MODE=clusterwatchdog): a task offloaded to rank 1 blocks; with a 2 s watchdog
+// the job must end with every rank's view.
+TEST(ClusterFailure, WatchdogEndsAStuckRun) {
+  if (!std::getenv("WEFT_TEST_WATCHDOG")) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
+  weft::Options o = cluster_options(2);  // a second worker per rank polls (and prints its view when asked)
+  o.watchdog_seconds = 2;
+  weft::Runtime rt(o);
+  rt.run([&](weft::Context& cx) {
+    int* x = weft::dmalloc<int>(1);
+    cx.spawn([] { std::this_thread::sleep_for(std::chrono::seconds(60)); }, weft::out(*x), weft::node(1));
     cx.taskwait();
   });
   std::_Exit(3);

@@ -8,6 +8,8 @@
 #   -DMODE=watchdog   a flow task blocks on rank 1 with a 2 s watchdog: the job must end with a failure status,
 #                     every rank's view and the watchdog's line.
 #   -DMODE=clusterkill   as kill, but rank 1 dies inside a task offloaded to it, while rank 0 waits for it.
+#   -DMODE=clusterwatchdog   a task offloaded to rank 1 blocks, with a 2 s watchdog: the job must end with a
+#                     failure status, every rank's view and the watchdog's line.
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
@@ -30,11 +32,14 @@ elseif(MODE STREQUAL "clusterkill")
 elseif(MODE STREQUAL "watchdog")
   list(APPEND env "WEFT_TEST_WATCHDOG=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.WatchdogEndsAStuckJob")
+elseif(MODE STREQUAL "clusterwatchdog")
+  list(APPEND env "WEFT_TEST_WATCHDOG=1")
+  list(APPEND cmd "--gtest_filter=ClusterFailure.WatchdogEndsAStuckRun")
 elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
 else()
-  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, clusterkill, flowthrow or watchdog")
+  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, clusterkill, flowthrow, watchdog or clusterwatchdog")
 endif()
 # The hang guard: far above the 10 s bound; the surviving rank gives up by itself after 60 s.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -71,6 +76,14 @@ elseif(MODE STREQUAL "watchdog")
     endif()
   endforeach()
   message(STATUS "job ended with status ${rc} after the watchdog fired")
+elseif(MODE STREQUAL "clusterwatchdog")
+  foreach(line "weft: rank 0: cluster watchdog view: run 1" "weft: rank 1: cluster watchdog view: run 1"
+               "watchdog: no progress on this rank for 2 s")
+    if(NOT err MATCHES "${line}")
+      message(FATAL_ERROR "no '${line}' in the output: ${shown}\n${log}")
+    endif()
+  endforeach()
+  message(STATUS "job ended with status ${rc} after the cluster's watchdog fired")
 elseif(MODE STREQUAL "flowthrow")
   if(NOT err MATCHES "weft: rank 1: weft::flow: the task of 'boom', key 7, threw an exception: deliberate failure in a task")
     message(FATAL_ERROR "no rank-tagged line naming the task that threw: ${shown}\n${log}")
