@@ -67,6 +67,7 @@
 
 namespace weft::detail {
 
+#ifdef WEFT_HAVE_MPI
 namespace {
 
 constexpr std::uint8_t kSatisfied = 1, kSent = 2, kEager = 4;
@@ -113,6 +114,7 @@ void check_closure(const void* closure, std::size_t size) {
 }
 
 }  // namespace
+#endif
 
 std::string node_error(int node, int size) {
   return "weft::node(" + (node == kBadNode ? std::string("a negative rank") : std::to_string(node)) +
