@@ -664,8 +664,9 @@ void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
     ClusterAccess& a = c.acc[i];
     WireAccess wa{reinterpret_cast<std::uint64_t>(a.address), a.bytes, 0, static_cast<std::uint8_t>(a.mode), 0};
     if (is_weak_mode(a.mode)) {
-      // Satisfied already (weak_ready ran): its holders go with the task; else weak_ready sends them later.
-      if (a.weak_state.fetch_or(kSent, std::memory_order_acq_rel) & kSatisfied) {
+      // Satisfied already (weak_ready ran): its holders go with the task. Otherwise they follow in a satisfy
+      // message, which must not overtake the task's: kSent is set once the task message is queued (below).
+      if (a.weak_state.load(std::memory_order_acquire) & kSatisfied) {
         wa.holders = a.holders.load(std::memory_order_acquire);
         wa.flags = kSatisfied;
       }
@@ -686,6 +687,18 @@ void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
   t->alive.fetch_add(kEventUnit, std::memory_order_relaxed);
   if (Task* p = t->parent) held_events(p).fetch_add(1, std::memory_order_relaxed);
   send(dest, k_task_, as_bytes_of(head), payload);
+  // Each weak access: from now on weak_ready sends its satisfy message itself; if it ran since the access was
+  // written into the task message (not satisfied there), this thread sends it, after the task message.
+  for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+    ClusterAccess& a = c.acc[i];
+    if (!is_weak_mode(a.mode)) continue;
+    WireAccess wa;
+    std::memcpy(&wa, payload.data() + i * sizeof(WireAccess), sizeof wa);
+    if ((a.weak_state.fetch_or(kSent, std::memory_order_acq_rel) & kSatisfied) && !(wa.flags & kSatisfied)) {
+      const WireSatisfy sat{reinterpret_cast<std::uint64_t>(t), i, a.holders.load(std::memory_order_acquire)};
+      send(dest, k_satisfy_, as_bytes_of(sat));
+    }
+  }
   if (!eager_sends.empty()) {
     std::lock_guard<std::mutex> g(in_m_);
     for (std::uint32_t i : eager_sends) send_when_here_locked(dest, c.acc[i].address, c.acc[i].bytes, true);
