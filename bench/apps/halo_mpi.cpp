@@ -322,13 +322,7 @@ int main(int argc, char** argv) {
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   Halo h(p, comm);
-  weft::Options o;
-  try {
-    o = weft::Options::from_environment();  // WEFT_COMM_THREAD and the others; --workers decides the count
-  } catch (const weft::config_error& e) {
-    cli.usage_error(e.what());
-  }
-  o.num_threads = static_cast<unsigned>(p.workers);
+  const weft::Options o = mpi_app::runtime_options(cli, p.workers);
   weft::Runtime rt(o);
   const std::map<std::string, std::function<void()>> run = {
       {"mpi-for", [&] { run_mpi_for(h, p.workers); }},

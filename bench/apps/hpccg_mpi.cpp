@@ -534,14 +534,7 @@ int main(int argc, char** argv) {
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   Cg c(o, o.nz, static_cast<long>(g_rank) * o.nz, static_cast<long>(o.nz) * g_size, g_rank, g_size, false, comm);
-  weft::Options wo;
-  try {
-    wo = weft::Options::from_environment();  // WEFT_COMM_THREAD and the others; --workers decides the count
-  } catch (const weft::config_error& e) {
-    cli.usage_error(e.what());
-  }
-  wo.num_threads = static_cast<unsigned>(o.workers);
-  weft::Runtime rt(wo);
+  weft::Runtime rt(mpi_app::runtime_options(cli, o.workers));
   const std::map<std::string, std::function<void()>> run = {
       {"mpi-for", [&] { run_mpi_for(c, o.workers); }},
       {"weft-bracketed", [&] { run_weft_bracketed(c, rt); }},

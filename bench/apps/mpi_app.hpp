@@ -74,6 +74,19 @@ class CommandLine {
   std::vector<std::string> variants_;
 };
 
+/// The runtime's options: the WEFT_* variables (WEFT_COMM_THREAD and the others), with the worker count of the
+/// command line; a malformed variable is a usage error.
+inline weft::Options runtime_options(const CommandLine& cli, int workers) {
+  weft::Options o;
+  try {
+    o = weft::Options::from_environment();
+  } catch (const weft::config_error& e) {
+    cli.usage_error(e.what());
+  }
+  o.num_threads = static_cast<unsigned>(workers);
+  return o;
+}
+
 /// What the repetitions measured, per variant: wall seconds, and the overlap ratio of the variants that bound
 /// requests to tasks (weft::mpi::Stats::overlap, this rank's).
 struct Measured {
