@@ -18,7 +18,9 @@
 //   them until rank 0's run has ended (so every rank calls run() as many times as rank 0 does). With one process
 //   (or without mpirun) a cluster Runtime is exactly an ordinary one.
 // * A task spawned with weft::offload (the runtime's policy picks the rank: Options::offload_policy) or
-//   weft::node(r) may run on another rank; every other task runs where it was spawned. The tasks form one
+//   weft::node(r) may run on another rank; every other task runs where it was spawned. The locality policy
+//   picks the rank holding most of the bytes the task accesses, what it updates (inout) counting twice, so that
+//   work follows the data it writes; ties stay where the task was spawned. The tasks form one
 //   program with sequential semantics: dependencies between tasks on different ranks are honoured as on one
 //   process (in, out, inout, weak_in, weak_out, weak_inout, nesting, taskwait, taskwait_on).
 // * Data moves only through accesses. Before a task runs, the data its in/inout accesses name is brought to its
@@ -26,6 +28,10 @@
 //   when the offloading rank holds it: Options::eager_transfers). An out access promises that the task writes
 //   the whole region: nothing is fetched for it. Results stay where they were written (no write-back) until a
 //   task elsewhere or a flushing wait needs them; where each datum is travels with the dependencies.
+// * An offloadable task accesses only dmalloc / lmalloc memory (std::invalid_argument otherwise): its data
+//   moves to the executing process at the same address. Rank 0's program may initialise freshly allocated
+//   memory before any task accesses it, and read between runs what a run flushed to it; otherwise only tasks
+//   change the common address space (copies on other ranks stay valid across runs).
 // * Full specification: a task must declare every datum it touches (and name a datum always with the same
 //   start address and size: regions are identified by their start, as on one process). A child may only touch
 //   what its parent declared (strongly or weakly).

@@ -80,8 +80,9 @@ enum class CommThread : unsigned char {
 
 /// Which process runs an offloadable task of a cluster (Options::offload_policy; see weft/cluster.hpp).
 enum class OffloadPolicy : unsigned char {
-  locality,     ///< the process that holds most of the bytes its accesses read; else the data's affinity
-                ///< (weft::dmalloc's distribution); else round robin
+  locality,     ///< the process that holds most of the bytes its accesses name (what it updates counting twice;
+                ///< ties stay where it was spawned); for data not written yet, the data's affinity
+                ///< (weft::dmalloc's distribution); with no data at all, round robin
   round_robin,  ///< each process in turn
   random,       ///< uniformly at random (seeded per process: for tests)
 };

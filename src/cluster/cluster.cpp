@@ -533,6 +533,16 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
         throw std::invalid_argument(node_error(spec->node, size));
       c->node = spec->node;
       c->ops = spec->ops;
+      // Data moves to another process at the same address: only the common address space means the same there.
+      const AddressSpace& as = AddressSpace::get();
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto* a = static_cast<const char*>(acc[i].address);
+        if (acc[i].bytes && (!as.contains(a) || !as.contains(a + acc[i].bytes - 1)))
+          throw std::invalid_argument(
+              std::string("weft::offload / weft::node: the task's ") + to_string(acc[i].mode) +
+              " access names memory outside weft::dmalloc / weft::lmalloc; a task that may run on another process "
+              "accesses only that memory (its data moves there at the same address)");
+      }
       check_closure(spec->ops->inline_stored ? static_cast<const void*>(t->body) : *reinterpret_cast<void**>(t->body),
                     spec->ops->size);
     }
@@ -604,14 +614,17 @@ int Cluster::choose_executor(ClusterTask& c) {
       AddressSpace& as = AddressSpace::get();
       for (std::uint32_t i = 0; i < c.n_acc; ++i) {
         const ClusterAccess& a = c.acc[i];
+        // What the task writes counts twice (read and written where it is, its result stays there: owner
+        // computes), so that a tie between an input and the datum updated goes to the datum's rank.
+        const std::uint64_t weight = a.bytes * (writes(a.mode) && a.mode != AccessMode::out ? 2 : 1);
         const bool known = !is_weak_mode(a.mode) || (a.weak_state.load(std::memory_order_acquire) & kSatisfied);
         if (a.mode != AccessMode::out && known) {
           const Holders h = is_weak_mode(a.mode) ? a.holders.load(std::memory_order_acquire)
                                                  : a.where->load(std::memory_order_acquire);
           for (int r = 0; r < size; ++r)
-            if (h & bit(r)) score[r] += a.bytes, any = true;
+            if (h & bit(r)) score[r] += weight, any = true;
         } else if (int r = as.affinity(a.address); r >= 0) {
-          score[r] += a.bytes;
+          score[r] += weight;
           any = true;
         }
       }
@@ -1289,11 +1302,9 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
             error = std::current_exception();
             wait_for_children(w, root);
           }
-          // Between runs rank 0's program may use what the run flushed to it, and change it: it is the only
-          // holder of those datums now (the other copies may become stale). What stayed elsewhere (flushed by
-          // no wait) stays there, for the next run's tasks.
-          for (auto& [address, cell] : self.root_state.cells)
-            if (cell->holders.load(std::memory_order_relaxed) & bit(0)) cell->holders.store(bit(0), std::memory_order_relaxed);
+          // Data locations outlive the run (root_state): copies on other ranks stay valid for the next runs'
+          // tasks, since only tasks change the common address space (rank 0's program reads between runs what
+          // a run flushed to it).
           for (int d = 1; d < self.size; ++d) self.send(d, self.k_end_, {});
         } else {
           wait_until(

@@ -253,6 +253,8 @@ TEST(Cluster, Refusals) {
       EXPECT_THROW(cx.spawn([] {}, weft::inoutset(*x)), std::invalid_argument);
       EXPECT_THROW(cx.spawn([] {}, weft::commutative(*x), weft::offload), std::invalid_argument);
       EXPECT_THROW(cx.taskiter(2, [](weft::Context&) {}), weft::taskiter_error);
+      int on_stack = 0;  // an offloadable task's data must be in the common address space
+      EXPECT_THROW(cx.spawn([] {}, weft::in(on_stack), weft::offload), std::invalid_argument);
     }
     cx.spawn([x] { *x = 7; }, weft::out(*x), weft::offload);  // the runtime is still usable
     cx.taskwait();
@@ -299,6 +301,45 @@ TEST(ClusterFailure, WatchdogEndsAStuckRun) {
     cx.taskwait();
   });
   std::_Exit(3);
+}
+
+}  // namespace
+
+namespace {
+
+// Data that tasks only read stays where it was copied: a second run reads it on rank 1 without sending it again.
+TEST(Cluster, ReadOnlyCopiesOutliveARun) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  if (nodes == 1) GTEST_SKIP() << "one process: nothing moves";
+  static constexpr int kLen = 4096;
+  double* b = nullptr;
+  double* out = nullptr;
+  rt.run([&](weft::Context&) {
+    b = weft::dmalloc<double>(kLen);
+    out = weft::dmalloc<double>(2);
+    for (int i = 0; i < kLen; ++i) b[i] = i;  // fresh memory: rank 0's program may initialise it
+  });
+  std::uint64_t sent[3] = {};
+  for (int run = 0; run < 3; ++run) {
+    rt.run([&](weft::Context& cx) {
+      double* o = out + (run % 2);
+      cx.spawn([b, o] { double s = 0; for (int i = 0; i < kLen; ++i) s += b[i]; *o = s; }, weft::in(b, kLen),
+               weft::out(*o), weft::node(1));
+      cx.taskwait_on(*o);
+      EXPECT_EQ(*o, double(kLen) * (kLen - 1) / 2);
+    });
+    const weft::ClusterStats s = rt.cluster_stats();
+    sent[run] = s.bytes_eager + s.bytes_lazy;
+  }
+  if (weft::node_id() == 0) {
+    EXPECT_EQ(sent[0], kLen * sizeof(double));  // the first run sends b once
+    EXPECT_EQ(sent[2], sent[0]);                // the next ones find it on rank 1
+  }
+  rt.run([&](weft::Context&) {
+    weft::dfree(b);
+    weft::dfree(out);
+  });
 }
 
 }  // namespace
