@@ -1,0 +1,55 @@
+// matmul, one program (weft/cluster.hpp): rank 0 runs the serial loops, each tile of C a task offloaded to
+// where its inputs are (the default policy: where most of the task's input bytes are; with B everywhere after
+// the first iteration, that is where the row of A is). A and C live in dmalloc memory in tiles by rows, blocked
+// over the ranks as mpi-omp's shares are; B in tiles by columns, so that the column of tiles a task reads is one
+// datum. They are made on the first call and initialised by offloaded `out` tasks (each where its affinity
+// is), then kept: A and B never change.
+#include <weft/cluster.hpp>
+
+#include <algorithm>
+
+#include "matmul.hpp"
+
+namespace dense {
+
+void matmul_weft_offload_simple(Matmul& s, const Env& e) {
+  static double *a = nullptr, *b = nullptr, *c = nullptr;  // rank 0 only (the other ranks serve)
+  e.cluster->run([&](weft::Context& cx) {
+    const int nb = s.sz.nb(), bs = s.sz.bs;
+    const std::size_t tile = s.sz.tile(), line = tile * nb;  // a tile, a row (or column) of tiles
+    if (!a) {
+      a = weft::dmalloc<double>(line * nb), b = weft::dmalloc<double>(line * nb), c = weft::dmalloc<double>(line * nb);
+      for (int i = 0; i < nb; ++i)
+        for (double* m : {a, b}) {  // A's row of tiles i (stream 2), B's column of tiles i (stream 3)
+          double* l = m + i * line;
+          const bool is_a = m == a;
+          cx.spawn([l, i, nb, bs, is_a] {
+            for (int k = 0; k < nb; ++k)  // tile (i, k) of A, (k, i) of B; each column-major
+              for (int q = 0; q < bs; ++q)
+                for (int r = 0; r < bs; ++r)
+                  l[(static_cast<std::size_t>(k) * bs + q) * bs + r] =
+                      is_a ? entry(i * bs + r, k * bs + q, 2) : entry(k * bs + r, i * bs + q, 3);
+          }, weft::out(l, line), weft::offload);
+        }
+    }
+    for (int it = 0; it < s.sz.iterations; ++it)
+      for (int i = 0; i < nb; ++i)
+        for (int j = 0; j < nb; ++j) {
+          const double *ai = a + i * line, *bj = b + j * line;
+          double* cij = c + (static_cast<std::size_t>(i) * nb + j) * tile;
+          cx.spawn([ai, bj, cij, nb, bs, tile] {
+            for (int k = 0; k < nb; ++k)
+              cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, bs, bs, bs, 1.0, ai + k * tile, bs,
+                          bj + k * tile, bs, k == 0 ? 0.0 : 1.0, cij, bs);
+          }, weft::in(ai, line), weft::in(bj, line), weft::out(cij, tile), weft::offload);
+        }
+    for (int i = 0; i < nb; ++i)  // the result into the state, here on rank 0: C comes here
+      for (int j = 0; j < nb; ++j) {
+        const double* cij = c + (static_cast<std::size_t>(i) * nb + j) * tile;
+        cx.spawn([&s, cij, i, j, tile] { std::copy(cij, cij + tile, s.c.tile(i, j)); }, weft::in(cij, tile));
+      }
+    cx.taskwait_noflush();  // so that the end of the run does not bring A and B here
+  });
+}
+
+}  // namespace dense
