@@ -1,7 +1,7 @@
 // matmul, one program (weft/cluster.hpp), task creation spread over the ranks: rank 0 spawns one parent task per
-// rank, on that rank (weft::node), with weak accesses to the rank's rows of tiles of A and C and to all of B;
-// each parent creates its rank's tile tasks there. The data as in the simple version: dmalloc'd on the first
-// call, initialised where its affinity is, kept.
+// rank, on that rank (weft::node), with weak accesses to the rank's rows of tiles of A and C and to its copy of
+// B; each parent creates its rank's tile tasks there. The data as in the simple version: dmalloc'd on the first
+// call, initialised where it is used, kept; a copy of B per rank (see the simple version).
 #include <weft/cluster.hpp>
 
 #include <algorithm>
@@ -15,32 +15,38 @@ void matmul_weft_offload_opt(Matmul& s, const Env& e) {
   static double *a = nullptr, *b = nullptr, *c = nullptr;  // rank 0 only (the other ranks serve)
   e.cluster->run([&](weft::Context& cx) {
     const int nb = s.sz.nb(), bs = s.sz.bs, iterations = s.sz.iterations;
+    const int nodes = weft::num_nodes();
     const std::size_t tile = s.sz.tile(), line = tile * nb;  // a tile, a row (or column) of tiles
     if (!a) {
-      a = weft::dmalloc<double>(line * nb), b = weft::dmalloc<double>(line * nb), c = weft::dmalloc<double>(line * nb);
-      for (int i = 0; i < nb; ++i)
-        for (double* m : {a, b}) {  // A's row of tiles i (stream 2), B's column of tiles i (stream 3)
-          double* l = m + i * line;
-          const bool is_a = m == a;
-          cx.spawn([l, i, nb, bs, is_a] {
-            for (int k = 0; k < nb; ++k)  // tile (i, k) of A, (k, i) of B; each column-major
+      a = weft::dmalloc<double>(line * nb), c = weft::dmalloc<double>(line * nb);
+      b = weft::dmalloc<double>(line * nb * nodes);
+      for (int i = 0; i < nb; ++i) {
+        double* ai = a + i * line;
+        cx.spawn([ai, i, nb, bs] {
+          for (int k = 0; k < nb; ++k)  // tile (i, k), column-major
+            for (int q = 0; q < bs; ++q)
+              for (int r = 0; r < bs; ++r) ai[(static_cast<std::size_t>(k) * bs + q) * bs + r] = entry(i * bs + r, k * bs + q, 2);
+        }, weft::out(ai, line), weft::offload);
+        for (int r = 0; r < nodes; ++r) {
+          double* bj = b + (static_cast<std::size_t>(r) * nb + i) * line;  // column i of rank r's B
+          cx.spawn([bj, j = i, nb, bs] {
+            for (int k = 0; k < nb; ++k)  // tile (k, j), column-major
               for (int q = 0; q < bs; ++q)
-                for (int r = 0; r < bs; ++r)
-                  l[(static_cast<std::size_t>(k) * bs + q) * bs + r] =
-                      is_a ? entry(i * bs + r, k * bs + q, 2) : entry(k * bs + r, i * bs + q, 3);
-          }, weft::out(l, line), weft::offload);
+                for (int r = 0; r < bs; ++r) bj[(static_cast<std::size_t>(k) * bs + q) * bs + r] = entry(k * bs + r, j * bs + q, 3);
+          }, weft::out(bj, line), weft::node(r));
         }
+      }
     }
     std::vector<weft::Access> acc;
     for (int r = 0; r < weft::num_nodes(); ++r) {
       const Range mine = blocks_of(nb, Part{r, weft::num_nodes()});
       acc.clear();
-      for (int j = 0; j < nb; ++j) acc.push_back(weft::weak_in(b + j * line, line));
+      double *aa = a, *bb = b + static_cast<std::size_t>(r) * nb * line, *cc = c;  // bb: rank r's B
+      for (int j = 0; j < nb; ++j) acc.push_back(weft::weak_in(bb + j * line, line));
       for (int i = mine.first; i < mine.first + mine.count; ++i) {
         acc.push_back(weft::weak_in(a + i * line, line));
         for (int j = 0; j < nb; ++j) acc.push_back(weft::weak_out(c + (static_cast<std::size_t>(i) * nb + j) * tile, tile));
       }
-      double *aa = a, *bb = b, *cc = c;
       cx.spawn_accesses([aa, bb, cc, mine, nb, bs, tile, line, iterations](weft::Context& p) {
         for (int it = 0; it < iterations; ++it)
           for (int i = mine.first; i < mine.first + mine.count; ++i)
