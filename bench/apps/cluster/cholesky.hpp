@@ -109,6 +109,7 @@ void cholesky_serial(Cholesky&, const Env&);
 void cholesky_mpi_omp(Cholesky&, const Env&);
 void cholesky_mpi_weft(Cholesky&, const Env&);
 void cholesky_weft_offload_simple(Cholesky&, const Env&);
+void cholesky_weft_offload_opt(Cholesky&, const Env&);
 
 // The versions of cholesky (one source file each, cholesky_<version>.cpp). The first is the reference.
 inline const std::vector<Variant<Cholesky>> cholesky_variants = {
@@ -116,6 +117,7 @@ inline const std::vector<Variant<Cholesky>> cholesky_variants = {
     {"mpi-omp", Layout::distributed, cholesky_mpi_omp},
     {"mpi-weft", Layout::distributed, cholesky_mpi_weft},
     {"weft-offload-simple", Layout::whole, cholesky_weft_offload_simple},
+    {"weft-offload-opt", Layout::whole, cholesky_weft_offload_opt},
 };
 
 }  // namespace dense
