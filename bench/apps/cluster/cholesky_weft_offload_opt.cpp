@@ -32,10 +32,7 @@ void cholesky_weft_offload_opt(Cholesky& s, const Env& e) {
         for (int j = r; j < nt; j += nodes)
           for (int i = j; i < nt; ++i) {
             double* aij = t(i, j);
-            c.spawn([aij, i, j, bs, n] {
-              for (int q = 0; q < bs; ++q)
-                for (int p = 0; p < bs; ++p) aij[q * bs + p] = Cholesky::value(i * bs + p, j * bs + q, n);
-            }, weft::out(aij, tile));
+            c.spawn([aij, i, j, bs, n] { Cholesky::fill(aij, i, j, bs, n); }, weft::out(aij, tile));
           }
       }, acc.data(), acc.size(), weft::node(r));
     }
@@ -45,29 +42,25 @@ void cholesky_weft_offload_opt(Cholesky& s, const Env& e) {
       cx.spawn_accesses([t, k, nt, bs, tile](weft::Context& c) {
         double* akk = t(k, k);
         c.spawn([akk, k, bs] {
-          if (const int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', bs, akk, bs); info != 0)
+          if (const int info = Cholesky::potrf(akk, bs); info != 0)
             throw std::runtime_error("dpotrf of tile " + std::to_string(k) + ": info " + std::to_string(info));
         }, weft::inout(akk, tile));
         for (int i = k + 1; i < nt; ++i) {
           double* aik = t(i, k);
-          c.spawn([akk, aik, bs] {
-            cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, bs, bs, 1.0, akk, bs, aik, bs);
-          }, weft::in(akk, tile), weft::inout(aik, tile));
+          c.spawn([akk, aik, bs] { Cholesky::trsm(akk, aik, bs); }, weft::in(akk, tile), weft::inout(aik, tile));
         }
       }, acc.data(), acc.size(), weft::node(k % nodes), weft::priority(1));
       for (int j = k + 1; j < nt; ++j) {  // the updates of column j, on its owner
         acc.clear();
-        for (int i = j; i < nt; ++i) acc.push_back(weft::weak_in(t(i, k), tile)), acc.push_back(weft::weak_inout(t(i, j), tile));
+        for (int i = j; i < nt; ++i)
+          acc.push_back(weft::weak_in(t(i, k), tile)), acc.push_back(weft::weak_inout(t(i, j), tile));
         cx.spawn_accesses([t, k, j, nt, bs, tile](weft::Context& c) {
           double *ajk = t(j, k), *ajj = t(j, j);
-          c.spawn([ajk, ajj, bs] {
-            cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, bs, bs, -1.0, ajk, bs, 1.0, ajj, bs);
-          }, weft::in(ajk, tile), weft::inout(ajj, tile));
+          c.spawn([ajk, ajj, bs] { Cholesky::syrk(ajk, ajj, bs); }, weft::in(ajk, tile), weft::inout(ajj, tile));
           for (int i = j + 1; i < nt; ++i) {
             double *aik = t(i, k), *aij = t(i, j);
-            c.spawn([aik, ajk, aij, bs] {
-              cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, bs, bs, bs, -1.0, aik, bs, ajk, bs, 1.0, aij, bs);
-            }, weft::in(aik, tile), weft::in(ajk, tile), weft::inout(aij, tile));
+            c.spawn([aik, ajk, aij, bs] { Cholesky::gemm(aik, ajk, aij, bs); }, weft::in(aik, tile),
+                    weft::in(ajk, tile), weft::inout(aij, tile));
           }
         }, acc.data(), acc.size(), weft::node(j % nodes));
       }

@@ -27,33 +27,25 @@ void cholesky_weft_offload_simple(Cholesky& s, const Env& e) {
     for (int j = 0; j < nt; ++j)
       for (int i = j; i < nt; ++i) {
         double* aij = t(i, j);
-        cx.spawn([aij, i, j, bs, n] {
-          for (int c = 0; c < bs; ++c)
-            for (int r = 0; r < bs; ++r) aij[c * bs + r] = Cholesky::value(i * bs + r, j * bs + c, n);
-        }, weft::out(aij, tile), on(j));
+        cx.spawn([aij, i, j, bs, n] { Cholesky::fill(aij, i, j, bs, n); }, weft::out(aij, tile), on(j));
       }
     for (int k = 0; k < nt; ++k) {
       double* akk = t(k, k);
       cx.spawn([akk, k, bs] {
-        if (const int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', bs, akk, bs); info != 0)
+        if (const int info = Cholesky::potrf(akk, bs); info != 0)
           throw std::runtime_error("dpotrf of tile " + std::to_string(k) + ": info " + std::to_string(info));
       }, weft::inout(akk, tile), on(k));
       for (int i = k + 1; i < nt; ++i) {
         double* aik = t(i, k);
-        cx.spawn([akk, aik, bs] {
-          cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, bs, bs, 1.0, akk, bs, aik, bs);
-        }, weft::in(akk, tile), weft::inout(aik, tile), on(k));
+        cx.spawn([akk, aik, bs] { Cholesky::trsm(akk, aik, bs); }, weft::in(akk, tile), weft::inout(aik, tile), on(k));
       }
       for (int j = k + 1; j < nt; ++j) {
         double *ajk = t(j, k), *ajj = t(j, j);
-        cx.spawn([ajk, ajj, bs] {
-          cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, bs, bs, -1.0, ajk, bs, 1.0, ajj, bs);
-        }, weft::in(ajk, tile), weft::inout(ajj, tile), on(j));
+        cx.spawn([ajk, ajj, bs] { Cholesky::syrk(ajk, ajj, bs); }, weft::in(ajk, tile), weft::inout(ajj, tile), on(j));
         for (int i = j + 1; i < nt; ++i) {
           double *aik = t(i, k), *aij = t(i, j);
-          cx.spawn([aik, ajk, aij, bs] {
-            cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, bs, bs, bs, -1.0, aik, bs, ajk, bs, 1.0, aij, bs);
-          }, weft::in(aik, tile), weft::in(ajk, tile), weft::inout(aij, tile), on(j));
+          cx.spawn([aik, ajk, aij, bs] { Cholesky::gemm(aik, ajk, aij, bs); }, weft::in(aik, tile), weft::in(ajk, tile),
+                   weft::inout(aij, tile), on(j));
         }
       }
     }
