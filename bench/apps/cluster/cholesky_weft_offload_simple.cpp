@@ -20,9 +20,9 @@ void cholesky_weft_offload_simple(Cholesky& s, const Env& e) {
     const std::size_t tile = s.sz.tile();
     if (!a) a = weft::dmalloc<double>(tile * nt * nt, weft::Distribution::cyclic(tile * nt * sizeof(double)));
     auto t = [&](int i, int j) { return a + (static_cast<std::size_t>(j) * nt + i) * tile; };
-    // The owner of the tile written, not weft::offload: the default policy counts the bytes a task reads, so
-    // an update (two panel tiles read, one tile written) would go to the panel's owner and its tile with it,
-    // every step.
+    // The owner of the column written (owner computes, as in the MPI versions), not weft::offload: the locality
+    // policy weighs the bytes a task reads, and an update reads as much of the panel as of the tile it writes
+    // (a tie stays on the spawning rank), so the tiles would follow the panels or gather on rank 0.
     auto on = [&](int j) { return weft::node(j % nodes); };
     for (int j = 0; j < nt; ++j)
       for (int i = j; i < nt; ++i) {
