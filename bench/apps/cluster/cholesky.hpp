@@ -40,29 +40,36 @@ struct Cholesky {
   void reset() {
     for (int j = 0; j < nt; ++j)
       if (owns(j))
-        for (int i = j; i < nt; ++i)
-          for (int c = 0; c < sz.bs; ++c)
-            for (int r = 0; r < sz.bs; ++r) t.at(i, j, r, c) = value(i * sz.bs + r, j * sz.bs + c, sz.n);
+        for (int i = j; i < nt; ++i) fill(tile(i, j), i, j, sz.bs, sz.n);
+  }
+
+  // The kernels on tiles given by address (bs x bs, column-major), for every version's storage.
+  /// Tile (i, j) of A.
+  static void fill(double* aij, int i, int j, int bs, int n) {
+    for (int c = 0; c < bs; ++c)
+      for (int r = 0; r < bs; ++r) aij[static_cast<std::size_t>(c) * bs + r] = value(i * bs + r, j * bs + c, n);
+  }
+  /// dpotrf's info (0: done).
+  static int potrf(double* akk, int bs) { return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', bs, akk, bs); }
+  static void trsm(const double* akk, double* aik, int bs) {
+    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, bs, bs, 1.0, akk, bs, aik, bs);
+  }
+  static void syrk(const double* ajk, double* ajj, int bs) {
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, bs, bs, -1.0, ajk, bs, 1.0, ajj, bs);
+  }
+  static void gemm(const double* aik, const double* ajk, double* aij, int bs) {
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, bs, bs, bs, -1.0, aik, bs, ajk, bs, 1.0, aij, bs);
   }
 
   void potrf(int k) {
-    const int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', sz.bs, tile(k, k), sz.bs);
-    if (info != 0) {  // cannot happen for this matrix unless a variant is wrong: end the job, loudly
-      std::fprintf(stderr, "cholesky: dpotrf of tile %d failed (info %d)\n", k, info);
+    if (const int info = potrf(tile(k, k), sz.bs); info != 0) {  // cannot happen for this matrix unless a variant
+      std::fprintf(stderr, "cholesky: dpotrf of tile %d failed (info %d)\n", k, info);  // is wrong: end the job
       MPI_Abort(MPI_COMM_WORLD, 3);
     }
   }
-  void trsm(int k, int i) {
-    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, sz.bs, sz.bs, 1.0, tile(k, k),
-                sz.bs, tile(i, k), sz.bs);
-  }
-  void syrk(int k, int j) {
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, sz.bs, sz.bs, -1.0, tile(j, k), sz.bs, 1.0, tile(j, j), sz.bs);
-  }
-  void gemm(int k, int i, int j) {
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, sz.bs, sz.bs, sz.bs, -1.0, tile(i, k), sz.bs, tile(j, k),
-                sz.bs, 1.0, tile(i, j), sz.bs);
-  }
+  void trsm(int k, int i) { trsm(tile(k, k), tile(i, k), sz.bs); }
+  void syrk(int k, int j) { syrk(tile(j, k), tile(j, j), sz.bs); }
+  void gemm(int k, int i, int j) { gemm(tile(i, k), tile(j, k), tile(i, j), sz.bs); }
   /// Panel k: tiles k..nt-1 of column k, contiguous.
   int panel_count(int k) const { return (nt - k) * sz.bs * sz.bs; }
 
@@ -108,12 +115,16 @@ struct Cholesky {
 void cholesky_serial(Cholesky&, const Env&);
 void cholesky_mpi_omp(Cholesky&, const Env&);
 void cholesky_mpi_weft(Cholesky&, const Env&);
+void cholesky_weft_offload_simple(Cholesky&, const Env&);
+void cholesky_weft_offload_opt(Cholesky&, const Env&);
 
 // The versions of cholesky (one source file each, cholesky_<version>.cpp). The first is the reference.
 inline const std::vector<Variant<Cholesky>> cholesky_variants = {
     {"serial", Layout::whole, cholesky_serial},
     {"mpi-omp", Layout::distributed, cholesky_mpi_omp},
     {"mpi-weft", Layout::distributed, cholesky_mpi_weft},
+    {"weft-offload-simple", Layout::whole, cholesky_weft_offload_simple},
+    {"weft-offload-opt", Layout::whole, cholesky_weft_offload_opt},
 };
 
 }  // namespace dense

@@ -7,7 +7,8 @@
 // A variant is one source file, `<app>_<version>.cpp`, defining one function `void f(State&, const Env&)`,
 // plus one line in its application's table (`<app>.hpp`) and its suffix in CMakeLists.txt's version list. Its layout says which state it receives:
 //   whole        rank 0 holds the whole problem, the other ranks an empty state (the serial reference; the
-//                versions where one program offloads tasks to the other ranks).
+//                versions where one program offloads tasks to the other ranks, weft-offload-*: they keep
+//                their own data in dmalloc memory and copy the result into rank 0's state).
 //   distributed  every rank holds its share (MPI + OpenMP, MPI + weft).
 #pragma once
 
@@ -39,12 +40,15 @@ struct Part {
 };
 
 /// What a variant runs with: the communicator of the job, the worker count per rank (OpenMP threads, weft
-/// workers), and the weft runtime (created once per job: creating workers is not what is measured).
+/// workers), and the weft runtimes (created once per job: creating workers is not what is measured): `rt` on
+/// each rank alone, `cluster` the one program of every rank (weft/cluster.hpp; only when a weft-offload
+/// version runs).
 struct Env {
   MPI_Comm comm = MPI_COMM_WORLD;
   int rank = 0, size = 1;
   int workers = 1;
   weft::Runtime* rt = nullptr;
+  weft::Runtime* cluster = nullptr;
 };
 
 enum class Layout { whole, distributed };

@@ -73,12 +73,14 @@ struct Jacobi {
 void jacobi_serial(Jacobi&, const Env&);
 void jacobi_mpi_omp(Jacobi&, const Env&);
 void jacobi_mpi_weft(Jacobi&, const Env&);
+void jacobi_weft_offload_simple(Jacobi&, const Env&);
 
 // The versions of jacobi (one source file each, jacobi_<version>.cpp). The first is the reference.
 inline const std::vector<Variant<Jacobi>> jacobi_variants = {
     {"serial", Layout::whole, jacobi_serial},
     {"mpi-omp", Layout::distributed, jacobi_mpi_omp},
     {"mpi-weft", Layout::distributed, jacobi_mpi_weft},
+    {"weft-offload-simple", Layout::whole, jacobi_weft_offload_simple},
 };
 
 }  // namespace dense

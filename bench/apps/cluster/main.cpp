@@ -12,6 +12,9 @@
 //              depend clauses (cholesky), MPI between them.
 //   mpi-weft   MPI + weft dependency tasks, the same distribution; MPI between taskwaits (jacobi) or inside
 //              tasks (cholesky's panel broadcasts, weft::mpi).
+//   weft-offload-simple  one program (weft/cluster.hpp): rank 0 runs the serial loops as tasks offloaded to
+//              the rank where their data is; no MPI in the application.
+//   weft-offload-opt     the same with one weak parent task per rank that creates that rank's tasks there.
 //
 //   mpirun -np 2 weft-dense-mpi --app=NAME [--n=N] [--block=B] [--iterations=I] [--workers=1] [--reps=5]
 //                               [--variant=all|serial,mpi-omp,...] [--quick] [--check]
@@ -25,11 +28,14 @@
 #include <cblas.h>
 #include <mpi.h>
 #include <omp.h>
+#include <weft/cluster.hpp>
 #include <weft/weft.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +70,15 @@ int run_app(const std::vector<dense::Variant<State>>& table, const mpi_app::Comm
   const std::vector<std::string> variants = cli.variants(names);
   weft::Runtime rt(wo);  // after the checks of the options: a usage error ends MPI, which must outlive no runtime
   env.rt = &rt;
+  // The cluster runtime (collective: every rank makes it, since every rank asks for the same variants) only
+  // when a weft-offload version runs: its ranks poll while it runs, and it reserves the common address space.
+  std::optional<weft::Runtime> cluster;
+  if (std::any_of(variants.begin(), variants.end(), [](const std::string& v) { return v.starts_with("weft-offload"); })) {
+    weft::Options co = wo;
+    co.cluster = true;
+    cluster.emplace(co);
+    env.cluster = &*cluster;
+  }
 
   const dense::Part whole_part{0, 1, env.rank == 0}, dist_part{env.rank, env.size, true};
   State whole(sz, whole_part), dist(sz, dist_part);

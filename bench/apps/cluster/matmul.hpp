@@ -63,12 +63,16 @@ struct Matmul {
 void matmul_serial(Matmul&, const Env&);
 void matmul_mpi_omp(Matmul&, const Env&);
 void matmul_mpi_weft(Matmul&, const Env&);
+void matmul_weft_offload_simple(Matmul&, const Env&);
+void matmul_weft_offload_opt(Matmul&, const Env&);
 
 // The versions of matmul (one source file each, matmul_<version>.cpp). The first is the reference.
 inline const std::vector<Variant<Matmul>> matmul_variants = {
     {"serial", Layout::whole, matmul_serial},
     {"mpi-omp", Layout::distributed, matmul_mpi_omp},
     {"mpi-weft", Layout::distributed, matmul_mpi_weft},
+    {"weft-offload-simple", Layout::whole, matmul_weft_offload_simple},
+    {"weft-offload-opt", Layout::whole, matmul_weft_offload_opt},
 };
 
 }  // namespace dense

@@ -53,12 +53,16 @@ struct Matvec {
 void matvec_serial(Matvec&, const Env&);
 void matvec_mpi_omp(Matvec&, const Env&);
 void matvec_mpi_weft(Matvec&, const Env&);
+void matvec_weft_offload_simple(Matvec&, const Env&);
+void matvec_weft_offload_opt(Matvec&, const Env&);
 
 // The versions of matvec (one source file each, matvec_<version>.cpp). The first is the reference.
 inline const std::vector<Variant<Matvec>> matvec_variants = {
     {"serial", Layout::whole, matvec_serial},
     {"mpi-omp", Layout::distributed, matvec_mpi_omp},
     {"mpi-weft", Layout::distributed, matvec_mpi_weft},
+    {"weft-offload-simple", Layout::whole, matvec_weft_offload_simple},
+    {"weft-offload-opt", Layout::whole, matvec_weft_offload_opt},
 };
 
 }  // namespace dense
