@@ -166,13 +166,7 @@ int main(int argc, char** argv) {
   omp_set_num_threads(o.workers);
   MPI_Comm_dup(MPI_COMM_WORLD, &env.comm);
   env.workers = o.workers;
-  weft::Options wo;
-  try {
-    wo = weft::Options::from_environment();  // WEFT_COMM_THREAD and the others; --workers decides the count
-  } catch (const weft::config_error& e) {
-    cli.usage_error(e.what());
-  }
-  wo.num_threads = static_cast<unsigned>(o.workers);
+  const weft::Options wo = mpi_app::runtime_options(cli, o.workers);
   int status = 0;  // run_app's runtime ends with it, before MPI does
   if (o.app == "matvec") status = run_app(dense::matvec_variants, cli, o, env, wo);
   else if (o.app == "matmul") status = run_app(dense::matmul_variants, cli, o, env, wo);
