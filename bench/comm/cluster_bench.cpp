@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
       const auto us = [](double s) { return s * 1e6; };
       std::printf("# weft-bench-cluster: 2 ranks x 1 worker, median of %d runs, interleaved; eager transfers %s\n",
                   a.reps, o.eager_transfers ? "on" : "off");
-      std::printf("%-44s %12s %12s %8s\n", "measure (reference: raw MPI one-way; local tasks)", "weft", "reference", "ratio");
+      std::printf("%-44s %12s %12s %8s\n", "measure (reference: raw MPI one-way; local tasks)", "weft", "reference",
+                  "ratio");
       std::printf("%-44s %10.2f us %10.2f us %7.1fx\n", "hop (8 B datum, task on the other rank)", us(median(hop)),
                   us(median(mpi8)), median(hop) / median(mpi8));
       std::printf("%-44s %10.2f us %10.2f us %7.1fx\n", "offloaded empty task (throughput) vs local",

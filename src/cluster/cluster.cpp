@@ -816,8 +816,8 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
 
 void Cluster::make_ready(Task* t) {
   const auto waited = std::chrono::steady_clock::now() - t->cluster->parked_at;
-  data_wait_ns.fetch_add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count()),
-                         std::memory_order_relaxed);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count();
+  data_wait_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
   Worker& w = *tls_worker;
   schedule(w, t);
 }
@@ -1125,7 +1125,8 @@ void Cluster::on_done(const comm::Message& m) {
   std::exception_ptr error;
   if (d.error_size)
     error = std::make_exception_ptr(
-        remote_error(m.source(), std::string(reinterpret_cast<const char*>(p + c.n_acc * sizeof(Holders)), d.error_size)));
+        remote_error(m.source(), std::string(reinterpret_cast<const char*>(p + c.n_acc * sizeof(Holders)),
+                                             d.error_size)));
   done_received_.fetch_add(1, std::memory_order_relaxed);
   fulfill_event(engine, t, error);
 }
@@ -1162,7 +1163,8 @@ void Cluster::send_regions() {
 
 void Cluster::send_regions_locked() {
   for (const WireRegion& r : regions_)
-    for (int d = 1; d < size; ++d) transport.send(d, k_region_, as_bytes_of(r), {}, run_.load(std::memory_order_relaxed));
+    for (int d = 1; d < size; ++d)
+      transport.send(d, k_region_, as_bytes_of(r), {}, run_.load(std::memory_order_relaxed));
   regions_.clear();
 }
 

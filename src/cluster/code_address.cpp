@@ -18,7 +18,8 @@ void CodeMap::scan() {
         o.base = info->dlpi_addr;
         for (int i = 0; i < info->dlpi_phnum; ++i) {
           const auto& ph = info->dlpi_phdr[i];
-          if (ph.p_type == PT_LOAD) o.segments.emplace_back(info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+          if (ph.p_type == PT_LOAD)
+            o.segments.emplace_back(info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
         }
         static_cast<std::vector<Object>*>(out)->push_back(std::move(o));
         return 0;

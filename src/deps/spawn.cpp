@@ -90,11 +90,14 @@ bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
 
 }  // namespace
 
-const TaskKind kDependencyTask{"dependency", false, false, &run_dependency, &complete_dependency, nullptr, nullptr, nullptr, nullptr};
-const TaskKind kCommutativeTask{"commutative", false, false, &run_commutative, &complete_dependency, nullptr, nullptr, nullptr, nullptr};
+const TaskKind kDependencyTask{"dependency", false, false, &run_dependency, &complete_dependency, nullptr, nullptr,
+                               nullptr, nullptr};
+const TaskKind kCommutativeTask{"commutative", false, false, &run_commutative, &complete_dependency, nullptr, nullptr,
+                               nullptr, nullptr};
 const TaskKind kJoinNode{"join", true, false, nullptr, &complete_join, nullptr, nullptr, nullptr, nullptr};
 const TaskKind kWeakNode{"weak", true, false, nullptr, &complete_weak, nullptr, nullptr, nullptr, nullptr};
-const TaskKind kReductionTask{"reduction", false, false, &run_reduction, &complete_reduction, nullptr, nullptr, nullptr, nullptr};
+const TaskKind kReductionTask{"reduction", false, false, &run_reduction, &complete_reduction, nullptr, nullptr,
+                               nullptr, nullptr};
 const TaskKind kReduceNode{"combine", true, false, nullptr, &complete_reduce, nullptr, nullptr, nullptr, nullptr};
 
 void free_children(Worker& w, Task* t) {

@@ -616,10 +616,14 @@ bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
 
 }  // namespace
 
-const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr, nullptr, nullptr};
-const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed, nullptr, nullptr, nullptr, nullptr};
-const TaskKind kControlTask{"control", false, true, &run_control_task, &complete_replayed, nullptr, nullptr, nullptr, nullptr};
-const TaskKind kRecorderTask{"recorder", false, false, nullptr, nullptr, &record_spawn, &check_not_recording, nullptr, nullptr};
+const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr,
+                            nullptr, nullptr};
+const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed, nullptr, nullptr,
+                            nullptr, nullptr};
+const TaskKind kControlTask{"control", false, true, &run_control_task, &complete_replayed, nullptr, nullptr,
+                            nullptr, nullptr};
+const TaskKind kRecorderTask{"recorder", false, false, nullptr, nullptr, &record_spawn, &check_not_recording,
+                            nullptr, nullptr};
 
 // ---------------------------------------------------------------------------------------------------------
 // The driver: the taskiter task's body

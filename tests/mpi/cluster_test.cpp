@@ -123,8 +123,13 @@ TEST(Cluster, WeakParentSpawnsRemotely) {
     sum = 0;
     for (int b = 0; b < kBlocks; ++b) {
       double* blk = a + b * kLen;
-      cx.spawn([&sum, blk] { long long s = 0; for (int i = 0; i < kLen; ++i) s += static_cast<long long>(blk[i]); sum += s; },
-               weft::in(blk, kLen));
+      cx.spawn(
+          [&sum, blk] {
+            long long s = 0;
+            for (int i = 0; i < kLen; ++i) s += static_cast<long long>(blk[i]);
+            sum += s;
+          },
+          weft::in(blk, kLen));
     }
     cx.taskwait();
   });
