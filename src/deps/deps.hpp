@@ -22,6 +22,11 @@ extern const TaskKind kJoinNode;
 /// The node of a weak access of a task: the task's children accessing that datum wait on it, and the task
 /// completes only after it (it counts in the task's `alive`). Owned by the task, not by a domain.
 extern const TaskKind kWeakNode;
+/// The same for a task whose kind reports weak accesses becoming ready (TaskKind::weak_ready: a task of a
+/// cluster). The node, not the task, says so: a task's kind may change while it is registered (commutative,
+/// reduction), when a predecessor may already complete the node; a node's kind is set before it is linked.
+extern const TaskKind kReportedWeakNode;
+inline bool is_weak_node(const Task* t) { return t->kind == &kWeakNode || t->kind == &kReportedWeakNode; }
 
 /// The run and complete functions of kDependencyTask, for kinds built on it (src/cluster).
 void run_dependency(Worker& w, Task* t);

@@ -96,11 +96,11 @@ static_assert(sizeof(Record) == 96, "see RecordExt");
 // Weak nodes are owned by the task whose weak access they stand for and freed with it: records name them
 // without counting.
 inline void add_ref(Task* t) {
-  if (t->kind != &kWeakNode) ++t->record_refs;
+  if (!is_weak_node(t)) ++t->record_refs;
 }
 
 inline void release(Task* producer, Task* t) {
-  if (t->kind == &kWeakNode) return;
+  if (is_weak_node(t)) return;
   WEFT_ASSERT(t->record_refs > 0);
   if (--t->record_refs == 0) retire(producer, t);
 }
@@ -803,7 +803,8 @@ void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
     // Weak access: t is recorded as the accessor, but the predecessors gate a node its children will wait on.
     Task* node = p.weak_node;
     p.weak_node = nullptr;
-    init_task(w, node, t, &kWeakNode);
+    // (t's kind is read by the thread registering t, which alone may still change it.)
+    init_task(w, node, t, t->kind->weak_ready ? &kReportedWeakNode : &kWeakNode);
     trace::on_node(w, node);
     ++w.counters.internal_nodes;
     TaskBuffer& wc = w.weak_scratch;
@@ -813,7 +814,7 @@ void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
     // The node counts in t's `alive` until it finishes, so t completes only after its weak predecessors.
     t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
     if (link(w, node, wc.data(), wc.size())) {
-      if (t->kind->weak_ready) [[unlikely]]  // no predecessor left: as if the node completed (complete_weak)
+      if (node->kind == &kReportedWeakNode) [[unlikely]]  // no predecessor left: as if the node completed
         t->kind->weak_ready(w, t, node);
       node->succ_head.store(kClosed, std::memory_order_release);
       t->alive.fetch_sub(kWeakUnit, std::memory_order_relaxed);
@@ -971,7 +972,7 @@ void close_reduction(Worker& w, Task* t, const void* address) {
 void destroy_domain(Worker& w, Task* t) {
   Domain* d = t->domain;
   auto drop = [&](Task* x) {
-    if (!x || x->kind == &kWeakNode) return;
+    if (!x || is_weak_node(x)) return;
     if (--x->record_refs == 0) free_dependency_task(w, x);  // every child has finished
   };
   if (d->open_reductions) [[unlikely]]  // groups still open at the end of their parent: combined now

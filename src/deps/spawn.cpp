@@ -75,11 +75,17 @@ bool complete_join(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   return false;  // not counted in its producer's children
 }
 
+bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo);
+
+// A task of a cluster learns where the datum is now, before the children waiting on the node are released.
+bool complete_reported_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  t->parent->kind->weak_ready(w, t->parent, t);
+  return complete_weak(w, t, best, todo);
+}
+
 bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   Task* const owner = t->parent;  // the task whose weak access this node stands for; it frees the node
   const bool poison = t->cancelled.load(std::memory_order_relaxed);
-  if (owner->kind->weak_ready) [[unlikely]]  // a task of a cluster: where the datum is now (src/cluster)
-    owner->kind->weak_ready(w, owner, t);
   release_successors(w, t, poison, best, todo);
   // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not started,
   // and its successors).
@@ -96,6 +102,8 @@ const TaskKind kCommutativeTask{"commutative", false, false, &run_commutative, &
                                nullptr, nullptr};
 const TaskKind kJoinNode{"join", true, false, nullptr, &complete_join, nullptr, nullptr, nullptr, nullptr};
 const TaskKind kWeakNode{"weak", true, false, nullptr, &complete_weak, nullptr, nullptr, nullptr, nullptr};
+const TaskKind kReportedWeakNode{"weak", true, false, nullptr, &complete_reported_weak, nullptr, nullptr, nullptr,
+                                 nullptr};
 const TaskKind kReductionTask{"reduction", false, false, &run_reduction, &complete_reduction, nullptr, nullptr,
                                nullptr, nullptr};
 const TaskKind kReduceNode{"combine", true, false, nullptr, &complete_reduce, nullptr, nullptr, nullptr, nullptr};
