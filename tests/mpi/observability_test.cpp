@@ -234,7 +234,9 @@ TEST(Observability, MpiRequestsAreSpansInTheTrace) {
     EXPECT_EQ(seconds.count("mpi_s.comm_thread"), comm_thread ? 1u : 0u);
     EXPECT_NEAR(seconds["mpi_s.worker0"] + seconds["mpi_s.worker1"] + seconds["mpi_s.comm_thread"],
                 seconds["mpi_s"], 1e-6);
-    if (comm_thread) EXPECT_GT(seconds["mpi_s.comm_thread"], 0.0);  // it tests the requests
+    if (comm_thread) {
+      EXPECT_GT(seconds["mpi_s.comm_thread"], 0.0);  // it tests the requests
+    }
 
     const json trace = read_json(file);
     std::map<std::uint64_t, std::string> task_labels;  // task id -> label
