@@ -237,7 +237,9 @@ TEST(Cluster, CountersAndFlushes) {
       EXPECT_TRUE(found);
     }
   }
-  if (nodes > 1 && weft::node_id() == nodes - 1) EXPECT_EQ(s2.bytes_lazy, kBlocks * kLen * sizeof(double));
+  if (nodes > 1 && weft::node_id() == nodes - 1) {
+    EXPECT_EQ(s2.bytes_lazy, kBlocks * kLen * sizeof(double));
+  }
   rt.run([&](weft::Context&) { weft::dfree(a); });
 }
 
