@@ -6,3 +6,4 @@
 #include "weft/tasks.hpp"
 #include "weft/flow.hpp"
 #include "weft/taskiter.hpp"
+#include "weft/cluster.hpp"
