@@ -139,11 +139,8 @@ AddressSpace& local_space() {
     std::lock_guard<std::mutex> g(g_local_m);
     if (!s.reserved()) {
       std::size_t bytes = Options{}.cluster_memory;
-      if (const char* v = std::getenv("WEFT_CLUSTER_MEMORY")) {
-        Options o = Options::from_environment();  // parses (and refuses a bad value) as a Runtime would
-        bytes = o.cluster_memory;
-        (void)v;
-      }
+      if (std::getenv("WEFT_CLUSTER_MEMORY"))  // parsed (and a bad value refused) as a Runtime would
+        bytes = Options::from_environment().cluster_memory;
       s.reserve(bytes, 1, 0, nullptr, nullptr);
     }
   }
