@@ -31,7 +31,10 @@
 // * Several accesses of one task to the same datum merge into the strongest (e.g. in + out = inout).
 // * The body is any callable taking () or (weft::Context&); it is moved into the task, so by-value captures
 //   behave like firstprivate. The Context& argument spawns the task's own children.
-// * priority(p): a worker takes its highest-priority ready task first (default 0; larger runs earlier).
+// * priority(p): a worker takes its highest-priority ready task first (default 0; larger runs earlier), the
+//   most recently queued first among equal priorities. The order is per worker (a thief takes its victim's
+//   positive priorities, then its oldest default-priority task, then its negative priorities), and a
+//   preference, not a dependency: README.md (`weft::priority`) lists what a program may rely on.
 // * label("name"): a name for profiles and traces; the string must outlive the run (use a literal).
 // * Exceptions: an exception escaping a body is captured; tasks that depend on the failed task, directly or
 //   transitively, are cancelled (bodies skipped, counted in Stats::tasks_cancelled); independent tasks run.
@@ -411,7 +414,8 @@ ReductionAccess weak_reduction(T& object, const Op& op) {
           {std::addressof(object), &detail::ReducerOpsFor<T, Op>::ops, std::addressof(op)}};
 }
 
-/// Scheduling priority of a task (larger runs earlier among ready tasks of a worker).
+/// Scheduling priority of a task (larger runs earlier among ready tasks of a worker; the most recently queued
+/// first among equal priorities).
 struct priority {
   std::int32_t value;
   constexpr explicit priority(std::int32_t v) : value(v) {}

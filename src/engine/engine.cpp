@@ -31,13 +31,6 @@
 #include <unordered_set>
 #include <utility>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define WEFT_PAUSE() _mm_pause()
-#else
-#define WEFT_PAUSE() ((void)0)
-#endif
-
 namespace weft::detail {
 
 thread_local Worker* tls_worker = nullptr;
@@ -156,13 +149,14 @@ Task* find_queued_work(Worker& w) {
       Worker& v = *ws[(start + k) % n];
       if (&v == &w) continue;
       // The victim's own order: its positive priorities, its default-priority deque, then its negative ones.
-      Task* t = v.prioritized.pop(1, /*blocking=*/false);
+      Task* t = v.prioritized.pop(1, /*owner=*/false);
       if (!t) t = v.deque.steal();
-      if (!t) t = v.prioritized.pop(INT32_MIN, /*blocking=*/false);
+      if (!t) t = v.prioritized.pop(INT32_MIN, /*owner=*/false);
       if (t) {
         ++w.counters.tasks_stolen;
         trace::on_steal(w);
-        if (v.deque.maybe_nonempty()) w.engine->wake_one();  // more where that came from: wake a helper
+        // More where that came from: wake a helper.
+        if (v.deque.maybe_nonempty() || !v.prioritized.empty()) w.engine->wake_one();
         return t;
       }
     }
@@ -474,9 +468,10 @@ void complete(Worker& w, Task* t) {
     todo.pop_back();
   }
   if (best) {
-    // Keep priority order: a queued task of higher priority goes first.
-    if (w.next || w.prioritized.top_priority() > best->priority ||
-        (best->priority < 0 && w.deque.maybe_nonempty()))
+    // Keep priority order: a queued task of higher priority goes first (for a negative one, a default one too;
+    // split by sign so that the usual case, p >= 0 with no positive priority queued, is one load and test).
+    const std::int32_t p = best->priority;
+    if (w.next || (p >= 0 ? w.prioritized.has_above(p) : w.prioritized.has_above(p) || w.deque.maybe_nonempty()))
       schedule(w, best);
     else
       w.next = best;
@@ -792,7 +787,7 @@ void detached_submit(Task* t, Task* anchor) {
   // other workers, queue it: the worker's own queue is popped LIFO after the body, so it still runs next here
   // unless another worker took it meanwhile. Alone, the slot cannot delay anyone: the highest-priority task
   // submitted so far waits there.
-  if (w.immediate_successor && w.engine->workers.size() == 1 && t->priority >= w.prioritized.top_priority() &&
+  if (w.immediate_successor && w.engine->workers.size() == 1 && !w.prioritized.has_above(t->priority) &&
       (!w.next || t->priority > w.next->priority)) {
     if (w.next) schedule(w, w.next);
     w.next = t;

@@ -365,10 +365,8 @@ inline void schedule(Worker& w, Task* t) {
   // Ready: pending reached 0, or its one predecessor released it without the atomic (n_edges == 1).
   WEFT_ASSERT(t->pending.load(std::memory_order_relaxed) == 0 || t->n_edges == 1 || t->kind->counts_elsewhere);
   WEFT_ASSERT(t->succ_head.load(std::memory_order_relaxed) != kClosed);  // not finished
-  if (t->priority == 0)
-    w.deque.push(t);
-  else
-    w.prioritized.push(t);
+  if (t->priority == 0 || !w.prioritized.push(t)) [[likely]]
+    w.deque.push(t);  // (a prioritised task only if a descheduled thief holds its list: see PriorityQueue)
   w.engine->wake_one();
 }
 /// Offers a ready task to the worker: the best one becomes the immediate successor (set by complete()), the
