@@ -18,15 +18,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin=${1:-${WEFT_BENCH_MICRO:-}}
-if [[ -z $bin ]]; then
-  for c in "$root/build/release/bench/micro/weft-bench-micro" "$root/build/bench/micro/weft-bench-micro"; do
-    if [[ -x $c ]]; then
-      bin=$c
-      break
-    fi
-  done
-  bin=${bin:-$root/build/release/bench/micro/weft-bench-micro}
-fi
+# shellcheck source=find_bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/find_bench.sh"
+[[ -n $bin ]] || bin=$(default_bench_micro "$root")
 bench=${BENCH:-chain}
 per_unit=1  # tasks per unit of N
 if [[ $bench == replay ]]; then
