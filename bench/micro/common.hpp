@@ -45,6 +45,13 @@ inline Result independent_result(double seconds, const std::vector<unsigned char
 }
 inline constexpr int kMaxDeps = 6;
 
+/// The priority benchmark's priority of task i: 1 + a hash of i mod `levels` (the same for every system).
+inline int task_priority(long long i, int levels) {
+  std::uint64_t x = static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  return 1 + static_cast<int>(x % static_cast<std::uint64_t>(levels));
+}
+
 /// Busy-waits `cycles` TSC ticks (the tree leaves' work).
 inline void busy_cycles(std::uint64_t cycles) {
   if (cycles == 0) return;

@@ -20,6 +20,8 @@ weft::Runtime& runtime(int workers);
 Result chain(int deps, long long n);
 Result tree(int height, std::uint64_t cycles, int workers);
 Result independent(long long n, int workers);
+/// As independent, task i with weft::priority(task_priority(i, levels)).
+Result priority(long long n, int levels, int workers);
 std::string describe();
 
 /// Ping-pong between 2 workers: hop i spawns hop i + 1 and spins until it has started, so every hop crosses

@@ -166,6 +166,36 @@ Result independent(long long n, int workers) {
   return independent_result(t1 - t0, done);
 }
 
+Result priority(long long n, int levels, int workers) {
+  if (omp_get_max_task_priority() < levels) {
+    static bool warned = false;
+    if (!warned)
+      std::fprintf(stderr, "warning: priority: omp_get_max_task_priority() = %d < %d: set OMP_MAX_TASK_PRIORITY=%d\n",
+                   omp_get_max_task_priority(), levels, levels);
+    warned = true;
+  }
+  std::vector<int> prio(static_cast<std::size_t>(n));
+  for (long long i = 0; i < n; ++i) prio[static_cast<std::size_t>(i)] = task_priority(i, levels);
+  const int* pr = prio.data();
+  std::vector<unsigned char> done(static_cast<std::size_t>(n), 0);
+  unsigned char* d = done.data();
+  int team = 0;
+  const double t0 = now_s();
+#pragma omp parallel num_threads(workers) default(none) shared(n, d, pr, team)
+#pragma omp single
+  {
+    team = omp_get_num_threads();
+    for (long long i = 0; i < n; ++i) {
+#pragma omp task default(none) firstprivate(d, i) priority(pr[i])
+      d[i] = 1;
+    }
+#pragma omp taskwait
+  }
+  const double t1 = now_s();
+  warn_team("priority", workers, team);
+  return independent_result(t1 - t0, done);
+}
+
 std::string describe() {
   std::string s;
 #if defined(__clang__)

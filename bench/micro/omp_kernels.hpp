@@ -23,6 +23,8 @@ Result chain(int deps, long long n, ChainMode mode);
 Result tree(int height, std::uint64_t cycles, int workers);
 /// n independent tasks spawned by one producer, `workers` threads.
 Result independent(long long n, int workers);
+/// As independent, task i with priority(task_priority(i, levels)) (warns if OMP_MAX_TASK_PRIORITY is lower).
+Result priority(long long n, int levels, int workers);
 
 /// "<compiler> <version>, OpenMP <_OPENMP>".
 std::string describe();

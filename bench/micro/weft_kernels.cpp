@@ -213,6 +213,21 @@ Result independent(long long n, int workers) {
   return independent_result(t1 - t0, done);
 }
 
+Result priority(long long n, int levels, int workers) {
+  std::vector<int> prio(static_cast<std::size_t>(n));
+  for (long long i = 0; i < n; ++i) prio[static_cast<std::size_t>(i)] = task_priority(i, levels);
+  std::vector<unsigned char> done(static_cast<std::size_t>(n), 0);
+  unsigned char* d = done.data();
+  weft::Runtime& rt = runtime(workers);
+  const double t0 = now_s();
+  rt.run([&](weft::Context& cx) {
+    for (long long i = 0; i < n; ++i) cx.spawn([d, i] { d[i] = 1; }, weft::priority(prio[static_cast<std::size_t>(i)]));
+    cx.taskwait();
+  });
+  const double t1 = now_s();
+  return independent_result(t1 - t0, done);
+}
+
 Result replay(ReplayGraph g, ReplayMode mode, long long m, long long iters, int workers) {
   std::vector<Slot> slots(g == ReplayGraph::chain ? 1 : static_cast<std::size_t>(m));
   Slot* s = slots.data();
