@@ -12,10 +12,12 @@
 #     sanitizer gets a reason too: its static libraries need GCC's sanitizer runtime, which clang cannot link.
 #
 #   weft_add_libomp_executable(<target> OUTPUT <file> SOURCES <src...> [DEPENDS <file...>]
-#                              [LIBRARIES <static library target...>] [DEFINES <NAME=VALUE...>])
+#                              [LIBRARIES <static library target...>] [LINK <file...>]
+#                              [DEFINES <NAME=VALUE...>])
 #     Builds <file> (an absolute path) from SOURCES with clang++ -fopenmp=libomp -O3 (whatever the build type:
 #     these are benchmark executables), linking the given GCC-built static libraries (their interface include
-#     directories and compile definitions are used too) and libomp with an rpath. <target> is a custom target
+#     directories and compile definitions are used too), the LINK files (the shared libraries those static
+#     libraries need: their link dependencies are not followed) and libomp with an rpath. <target> is a custom target
 #     in ALL that builds it. Call weft_find_libomp first. No target may be named like <file>'s file name (CMake
 #     then drops the custom command); to refer to the file as a target, import it under another name.
 include_guard(GLOBAL)
@@ -63,7 +65,7 @@ function(weft_find_libomp skip_var)
 endfunction()
 
 function(weft_add_libomp_executable target)
-  cmake_parse_arguments(ARG "" "OUTPUT" "SOURCES;DEPENDS;LIBRARIES;DEFINES" ${ARGN})
+  cmake_parse_arguments(ARG "" "OUTPUT" "SOURCES;DEPENDS;LIBRARIES;LINK;DEFINES" ${ARGN})
   if(NOT ARG_OUTPUT OR NOT ARG_SOURCES)
     message(FATAL_ERROR "weft_add_libomp_executable(${target}): OUTPUT and SOURCES are required")
   endif()
@@ -93,7 +95,7 @@ function(weft_add_libomp_executable target)
   add_custom_command(
     OUTPUT ${ARG_OUTPUT}
     COMMAND ${WEFT_BENCH_CLANGXX} -std=c++20 -O3 -DNDEBUG -Wall -Wextra -pthread -fopenmp=libomp
-            ${_flags} ${_srcs} ${_libs} -L${_dir} -Wl,-rpath,${_dir} -o ${ARG_OUTPUT}
+            ${_flags} ${_srcs} ${_libs} ${ARG_LINK} -L${_dir} -Wl,-rpath,${_dir} -o ${ARG_OUTPUT}
     DEPENDS ${_srcs} ${_deps} ${ARG_LIBRARIES}
     COMMENT "Building the LLVM OpenMP executable ${ARG_OUTPUT} (clang++ -fopenmp=libomp)"
     COMMAND_EXPAND_LISTS VERBATIM)

@@ -20,7 +20,8 @@ PACKAGES=(
   nlohmann-json3-dev                              # tests: parsing profile and trace files
   python3 python3-numpy python3-matplotlib        # tools: metg (METG sweeps and plots), weft-gantt
   libopenblas-dev liblapacke-dev                  # dense apps across ranks (bench/apps/cluster): BLAS tile
-                                                  # kernels (cblas_dgemm...) and LAPACKE_dpotrf
+                                                  # kernels (cblas_dgemm...) and LAPACKE_dpotrf; Task Bench's
+                                                  # compute_dgemm and memory_daxpy (OpenBLAS only)
 )
 
 check_only=0

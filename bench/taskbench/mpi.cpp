@@ -42,19 +42,22 @@ constexpr const char* kSystem = "mpi";
 using mpi::Block;
 using mpi::owner_of;
 
-/// One rank's state for one graph: its block and the outputs of its points, two timesteps deep (timestep t
-/// overwrites the outputs of t-2, whose sends completed and whose local readers ran during timestep t-1).
+/// One rank's state for one graph: its block and the outputs of its points, -field timesteps deep, by default
+/// two (timestep t overwrites the outputs of t-2, whose sends completed and whose local readers ran during
+/// timestep t-1).
 struct LocalGraph {
   const TaskGraph* graph;
   Block block;
+  long fields;
   std::vector<char> outputs;
   LocalGraph(const TaskGraph& g, int rank, int ranks)
       : graph(&g),
         block(g.max_width, rank, ranks),
-        outputs(2 * static_cast<std::size_t>(block.hi - block.lo) * g.output_bytes) {}
+        fields(g.output_fields(2)),
+        outputs(static_cast<std::size_t>(fields) * static_cast<std::size_t>(block.hi - block.lo) * g.output_bytes) {}
   char* output(long t, long point) {
     return outputs.data() +
-           (static_cast<std::size_t>(t % 2) * static_cast<std::size_t>(block.hi - block.lo) +
+           (static_cast<std::size_t>(t % fields) * static_cast<std::size_t>(block.hi - block.lo) +
             static_cast<std::size_t>(point - block.lo)) *
                graph->output_bytes;
   }

@@ -140,7 +140,11 @@ class LocalGraph {
 }  // namespace
 
 int main(int argc, char** argv) {
-  App app = mpi::parse_command_line(argc, argv, [](App& a) { a.require_single_worker(kSystem); });
+  App app = mpi::parse_command_line(argc, argv, [](App& a) {
+    a.require_single_worker(kSystem);
+    a.reject_fields("taskbench-mpi-nonblock",
+                    "as Task Bench's MPI implementation, it keeps one output buffer per point and copies the inputs");
+  });
   app.system_name = kSystem;
 
   const auto [rank, ranks] = mpi::start_job(argc, argv);

@@ -2,9 +2,9 @@
 //
 // One parallel region for the whole run (no fork/join per timestep); per timestep one `omp for` over the live
 // points of every graph (all -and graphs share the loop, so their tasks balance together), whose implicit
-// barrier is the only synchronisation. Outputs alternate between two generations: timestep t reads generation
-// (t-1) mod 2, complete since the barrier closing t-1, and overwrites generation t mod 2, whose readers
-// (timestep t-1) also finished at that barrier. Threads: -workers (omp_set_num_threads); thread binding
+// barrier is the only synchronisation. Outputs alternate between two generations (or -field): timestep t reads
+// generation (t-1) mod 2, complete since the barrier closing t-1, and overwrites generation t mod 2, whose
+// readers (timestep t-1) also finished at that barrier. Threads: -workers (omp_set_num_threads); thread binding
 // follows the standard OMP_PROC_BIND / OMP_PLACES settings.
 #include <omp.h>
 
@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   app.display();
 
   const int workers = app.workers;
-  const std::vector<OutputBuffers> buffers = peer::make_buffers(app, [](const TaskGraph&) { return 2L; });
+  const std::vector<OutputBuffers> buffers =
+      peer::make_buffers(app, [](const TaskGraph& g) { return g.output_fields(2); });
   peer::Runners runners(app);
   const long steps = app.max_timesteps();
   const std::size_t n_graphs = app.graphs.size();

@@ -4,7 +4,7 @@
 // the -and graphs interleaved, and the others run tasks from the start. A task names each output slot it reads
 // with depend(in: ...) (the list has a different length for every pattern and timestep: an OpenMP 5
 // `iterator` modifier, supported by GCC 12 and clang 16) and its own output slot with depend(out: ...). Output
-// slots rotate over the graph's -field generations (at least 2): the runtime orders a write to a slot after
+// slots rotate over the graph's -field generations (default: one per timestep): the runtime orders a write to a slot after
 // the reads of the output it held before (write-after-read), so no barrier is needed anywhere.
 #include <omp.h>
 

@@ -27,11 +27,9 @@ inline std::size_t max_scratch_bytes(const App& app) {
 }
 
 /// Output generations of a graph whose buffer reuse is ordered by dependencies rather than by a barrier: the
-/// graph's -field hint (default: the number of timesteps, so that no write waits for an older read), at least 2
-/// (a task must not overwrite the output its consumers are about to read), at most the number of timesteps.
-inline long reuse_generations(const TaskGraph& graph) {
-  return std::max(2L, std::min(graph.fields, graph.timesteps));
-}
+/// graph's -field (the core refuses 1 where tasks have inputs), by default one per timestep, so that no write
+/// waits for an older read.
+inline long reuse_generations(const TaskGraph& graph) { return graph.output_fields(graph.timesteps); }
 
 /// The output buffers of every graph of the run, `generations(graph)` deep.
 template <class Generations>

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   std::size_t scratch = 0;
   std::vector<taskbench::OutputBuffers> buffers;
   for (const auto& g : app.graphs) {
-    buffers.emplace_back(g, 2);  // timestep t-1 is complete before t starts: two generations suffice
+    // Timestep t-1 is complete before t starts: two generations suffice unless -field asks otherwise.
+    buffers.emplace_back(g, g.output_fields(2));
     scratch = std::max(scratch, g.scratch_bytes);
   }
   taskbench::TaskRunner runner(scratch);

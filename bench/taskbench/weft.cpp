@@ -21,7 +21,8 @@ namespace {
 // enough generations that the tasks that many steps back have almost always finished, the write-after-read
 // edges of a task are pruned at spawn (fewer edges: cheaper spawns and no edge-list allocation). The cost is
 // about max_tasks output buffers in all (a few hundred KiB); at least 3 generations so that consecutive steps
-// never share a buffer.
+// never share a buffer. -field overrides it (weft orders a rewrite after the reads of the output it replaces,
+// so any depth of 2 or more is correct).
 long generations(const taskbench::App& app, std::size_t max_tasks) {
   long width = 0;
   for (const auto& g : app.graphs) width += g.max_width;
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
   std::size_t scratch = 0;
   std::vector<taskbench::OutputBuffers> buffers;
   for (const auto& g : app.graphs) {
-    buffers.emplace_back(g, generations(app, options.max_tasks));
+    buffers.emplace_back(g, g.output_fields(generations(app, options.max_tasks)));
     scratch = std::max(scratch, g.scratch_bytes);
   }
   std::vector<WorkerRunner> runners;

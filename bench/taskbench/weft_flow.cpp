@@ -16,9 +16,11 @@ namespace {
 
 using namespace taskbench::weft_flow;
 
-/// Exits 2 with a message if a graph does not fit the 32-bit fields of PointKey and Output (or, on several
-/// processes, the largest Packet).
+/// Exits 2 with a message if a graph asks for -field (no buffers per point here) or does not fit the 32-bit
+/// fields of PointKey and Output (or, on several processes, the largest Packet).
 void check_limits(const taskbench::App& app, bool several) {
+  app.reject_fields("taskbench-weft-flow", "outputs travel to their consumers as values of the flow graph, with no "
+                                           "buffers per point");
   constexpr long kMax = std::numeric_limits<std::int32_t>::max();
   if (static_cast<long>(app.graphs.size()) > kMax) {
     std::fprintf(stderr, "error: taskbench-weft-flow supports at most %ld graphs (-and)\n", kMax);

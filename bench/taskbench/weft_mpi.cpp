@@ -243,7 +243,10 @@ void spawn_all(weft::Context& cx, const App& app, std::vector<RankGraph>& graphs
 }  // namespace
 
 int main(int argc, char** argv) {
-  App app = mpi::parse_command_line(argc, argv, [](App&) {});
+  App app = mpi::parse_command_line(argc, argv, [](App& a) {
+    a.reject_fields("taskbench-weft-mpi", "it picks its own output generations (a multiple of its receive "
+                                          "buffers' generations, within the MPI tag space)");
+  });
   app.system_name = kSystem;
   const Fault fault = fault_from_environment();
 

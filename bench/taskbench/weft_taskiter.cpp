@@ -52,7 +52,7 @@ StepRange repeating_steps(const taskbench::TaskGraph& g) {
 }
 
 // The loop's shape: the timesteps it covers, its period (the unroll: timesteps recorded) and the buffer
-// generations.
+// generations of the graphs not given -field (those keep theirs, a divisor of the period too).
 struct LoopPlan {
   StepRange steps{0, 0};
   long period = 1;
@@ -72,14 +72,17 @@ LoopPlan plan_loop(const taskbench::App& app) {
   // Period: the lcm of the graphs' dependence-set periods, and even when that is 1 (two buffer generations
   // alternate). Capped at the loop's length: a period that long never wraps around (every timestep is a
   // recorded copy), and the cap keeps the lcm from overflowing.
+  // A graph given -field keeps that many generations, so its count is in the lcm too.
   long p = 1;
   for (const auto& g : app.graphs) {
-    const long k = g.timestep_period();
-    if (p / std::gcd(p, k) > n / k) {
-      p = n;
-      break;
+    for (const long k : {g.timestep_period(), g.output_fields(1)}) {
+      if (p / std::gcd(p, k) > n / k) {
+        p = n;
+        break;
+      }
+      p = std::lcm(p, k);
     }
-    p = std::lcm(p, k);
+    if (p == n) break;
   }
   plan.period = std::min(p == 1 ? 2 : p, n);
   // Generations: at least two, so that a step never overwrites what the next one reads, and a divisor of the
@@ -136,8 +139,8 @@ int main(int argc, char** argv) {
   if (plan.period > kMaxRecorded / width) {
     std::fprintf(stderr,
                  "error: taskbench-weft-taskiter: one period of the graphs (%ld timesteps of %ld points) is more "
-                 "than the %ld tasks it can record; use fewer points or dependence sets whose periods have a "
-                 "smaller least common multiple\n",
+                 "than the %ld tasks it can record; use fewer points, or dependence-set periods and -field values "
+                 "with a smaller least common multiple\n",
                  plan.period, width, kMaxRecorded);
     return 2;
   }
@@ -147,7 +150,7 @@ int main(int argc, char** argv) {
   std::size_t scratch = 0;
   std::vector<taskbench::OutputBuffers> buffers;
   for (const auto& g : app.graphs) {
-    buffers.emplace_back(g, plan.generations);
+    buffers.emplace_back(g, g.output_fields(plan.generations));
     scratch = std::max(scratch, g.scratch_bytes);
   }
   std::vector<WorkerRunner> runners;
@@ -191,7 +194,8 @@ int main(int argc, char** argv) {
   if (app.verbose > 0) {
     // After the summary so that scripts parsing the summary are not disturbed.
     if (plan.steps.end > first)
-      std::printf("weft-taskiter: timesteps %ld..%ld replayed with a period of %ld (%ld buffer generations)\n",
+      std::printf("weft-taskiter: timesteps %ld..%ld replayed with a period of %ld (%ld buffer generations "
+                  "unless -field)\n",
                   first, plan.steps.end - 1, plan.period, plan.generations);
     else
       std::printf("weft-taskiter: no timestep repeats in every graph: plain tasks only\n");

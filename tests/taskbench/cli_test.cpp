@@ -88,6 +88,7 @@ void expect_tail(const std::string& text, const std::vector<std::string>& patter
 
 const std::string kSerial = TASKBENCH_SERIAL;
 const std::string kWeft = TASKBENCH_WEFT;
+const std::string kWeftTaskiter = TASKBENCH_WEFT_TASKITER;
 
 void expect_usage_error(const std::string& exe, const std::string& args, const std::string& message) {
   const Result r = run(exe, args);
@@ -116,8 +117,14 @@ TEST(Flags, BadFlagsExit2WithAMessage) {
   expect_usage_error(kSerial, "-type random_spread", "-type random_spread is not implemented");
   expect_usage_error(kSerial, "-kernel nope", "unknown -kernel 'nope'");
   expect_usage_error(kSerial, "-kernel io_bound", "-kernel io_bound is not implemented");
+#if TASKBENCH_HAVE_BLAS
+  expect_usage_error(kSerial, "-kernel compute_dgemm", "-kernel compute_dgemm needs -scratch >= 24 (got 0)");
+  expect_usage_error(kSerial, "-kernel memory_daxpy -scratch 100 -sample 8",
+                     "-kernel memory_daxpy needs -scratch >= 16 * -sample");
+#else
   expect_usage_error(kSerial, "-kernel compute_dgemm", "-kernel compute_dgemm needs BLAS");
   expect_usage_error(kSerial, "-kernel memory_daxpy", "-kernel memory_daxpy needs BLAS");
+#endif
   expect_usage_error(kSerial, "-type fft -width 1", "-type fft needs -width >= 2");
   expect_usage_error(kSerial, "-type spread -width 4 -radix 5", "-type spread needs -radix <= -width");
   expect_usage_error(kSerial, "-type spread -width 10 -radix 3 -period 5", "-type spread needs -period <= ceil");
@@ -136,7 +143,66 @@ TEST(Flags, HelpExits0) {
   const Result r = run(kSerial, "-h");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("-steps N"), std::string::npos);
+  EXPECT_NE(r.out.find("-field N          output buffers per point: timestep t writes buffer t mod N"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("not in this build") == std::string::npos, TASKBENCH_HAVE_BLAS != 0) << r.out;
 }
+
+TEST(Flags, BadFieldValuesExit2WithAMessage) {
+  for (const auto& exe : {kSerial, kWeft, kWeftTaskiter}) {
+    expect_usage_error(exe, "-field 0", "-field must be in 1..");
+    expect_usage_error(exe, "-field -2", "-field must be in 1..");
+    expect_usage_error(exe, "-field two", "-field expects an integer, got 'two'");
+    expect_usage_error(exe, "-field", "-field needs a value");
+    expect_usage_error(exe, "-type stencil_1d -field 1",
+                       "-field 1 keeps one output buffer per point, which a task would overwrite");
+    // Per graph: the second one is named.
+    expect_usage_error(exe, "-type trivial -field 1 -and -type tree -field 1", "graph 1: -field 1 keeps one");
+  }
+}
+
+// -field changes where outputs live, never what the run computes: every depth validates and gives the same
+// summary, in the reference and in the weft implementations (the validation runs cover the other systems).
+TEST(Output, FieldsValidateAndLeaveTheSummaryUnchanged) {
+  const std::string graphs =
+      "-steps 13 -width 5 -type stencil_1d -kernel compute_bound -iter 4 -output 48 -and -steps 11 -width 6 -type "
+      "random_nearest -radix 3 -fraction 0.5 -kernel memory_bound -scratch 256 -sample 4 -iter 3";
+  std::string reference;
+  for (const std::string fields : {"", " -field 2", " -field 3", " -field 99", " -field 2 -and -steps 4 -width 2 "
+                                                                               "-type trivial -field 1"}) {
+    for (const auto& [exe, extra] : {std::pair{kSerial, ""}, std::pair{kWeft, " -workers 2"},
+                                     std::pair{kWeftTaskiter, " -workers 2"}}) {
+      // The field applies to the graph it follows: the first graph keeps the default, the second takes it.
+      const Result r = run(exe, graphs + fields + extra);
+      ASSERT_EQ(r.status, 0) << exe << " " << fields << "\n" << r.err;
+      std::string summary = r.out.substr(r.out.find("Total Tasks"));
+      summary = summary.substr(0, summary.find("Elapsed Time"));
+      if (fields.find("trivial") != std::string::npos) {
+        EXPECT_EQ(summary.find("Total Tasks 139\n"), 0u) << summary;  // 65 + 66 + 8
+        continue;
+      }
+      if (reference.empty()) reference = summary;
+      EXPECT_EQ(summary, reference) << exe << " " << fields;
+    }
+  }
+}
+
+#if TASKBENCH_HAVE_BLAS
+TEST(Output, BlasKernelsCountTheirWork) {
+  // compute_dgemm, order 10 (scratch 2400): 12 tasks of 2 x 10^3 x 3 FLOPs; memory_daxpy: dom of width 3 over 2
+  // steps has 2 tasks, of 1000 x 5 / 4 bytes each.
+  for (const auto& [exe, extra] : {std::pair{kSerial, ""}, std::pair{kWeft, " -workers 2"}}) {
+    const Result r = run(exe, "-steps 3 -width 4 -type stencil_1d -kernel compute_dgemm -iter 3 -scratch 2400 -and "
+                              "-steps 2 -width 3 -type dom -kernel memory_daxpy -iter 5 -scratch 1000 -sample 4");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("        Type: compute_dgemm\n"), std::string::npos);
+    EXPECT_NE(r.out.find("        Type: memory_daxpy\n"), std::string::npos);
+    expect_tail(r.out, {"Total Tasks 14", "Total Dependencies 21", "  Unable to estimate local/nonlocal dependencies",
+                        "Total FLOPs 72000", "Total Bytes 2500", "Elapsed Time %e seconds", "FLOP/s %e", "B/s %e",
+                        "Transfer (estimated):", "  Unable to estimate local/nonlocal transfer"});
+  }
+}
+#endif
 
 TEST(Output, ConfigurationAndSummaryFormats) {
   const std::string args =

@@ -534,3 +534,160 @@ TEST(Kernels, EveryKernelRunsAndKeepsScratchValid) {
     EXPECT_EQ(r.p, 1);
   }
 }
+
+// --- BLAS kernels (spec section 4) ------------------------------------------------------------------------------
+
+TEST(BlasKernels, DgemmAddsTheProductOfTheFirstTwoMatricesToTheThird) {
+  if (!tb::blas_available()) GTEST_SKIP() << "built without OpenBLAS: the BLAS kernels are refused";
+  constexpr long n = 5;
+  auto g = make(DependenceType::trivial, 1, 1);
+  g.kernel = {tb::KernelType::compute_dgemm, 3, 16, 0};
+  g.scratch_bytes = 24 * n * n + 23;  // rounded down to order 5
+  ASSERT_EQ(tb::matrix_order(g.scratch_bytes), n);
+  std::vector<double> m(g.scratch_bytes / sizeof(double) + 1, -7.0);  // beyond the three matrices: untouched
+  double *a = m.data(), *b = a + n * n, *c = b + n * n;
+  for (long i = 0; i < n; ++i)
+    for (long j = 0; j < n; ++j) {
+      a[i * n + j] = static_cast<double>(i + 2 * j);  // row-major, not symmetric: a transposed layout would fail
+      b[i * n + j] = i == j ? 2.0 : (j == 0 ? 1.0 : 0.0);
+      c[i * n + j] = 1.0;
+    }
+  tb::run_kernel(g, 0, 0, reinterpret_cast<char*>(m.data()));
+  for (long i = 0; i < n; ++i)
+    for (long j = 0; j < n; ++j) {
+      double ab = 0;
+      for (long k = 0; k < n; ++k) ab += a[i * n + k] * b[k * n + j];
+      EXPECT_EQ(c[i * n + j], 1.0 + 3 * ab) << "C(" << i << ", " << j << ") after 3 iterations of C = AB + C";
+    }
+  for (std::size_t k = 3 * n * n; k < m.size(); ++k) EXPECT_EQ(m[k], -7.0) << "word " << k << " is not C's";
+}
+
+TEST(BlasKernels, DaxpyWalksTheSlicesAsMemoryBoundDoes) {
+  if (!tb::blas_available()) GTEST_SKIP() << "built without OpenBLAS: the BLAS kernels are refused";
+  auto g = make(DependenceType::trivial, 1, 4);
+  g.kernel = {tb::KernelType::memory_daxpy, 3, 4, 0};
+  g.scratch_bytes = 4 * 72;  // slices of 72 bytes, rounded down to 64: x and y of 4 doubles each
+  std::vector<double> m(g.scratch_bytes / sizeof(double));
+  for (std::size_t k = 0; k < m.size(); ++k) m[k] = static_cast<double>(k);
+  const std::vector<double> before = m;
+  // Timestep 1 starts at slice (1 * 3) mod 4 = 3 and wraps: slices 3, 0, 1 get y = x + y; slice 2 is left alone,
+  // and so are the 32 bytes past the four rounded slices.
+  tb::run_kernel(g, 1, 0, reinterpret_cast<char*>(m.data()));
+  for (std::size_t w = 0; w < m.size(); ++w) {
+    const std::size_t slice = w / 8, k = w % 8;
+    const bool walked = slice < 4 && slice != 2;
+    const double want = walked && k >= 4 ? before[w] + before[w - 4] : before[w];
+    EXPECT_EQ(m[w], want) << "slice " << slice << ", double " << k;
+  }
+}
+
+TEST(BlasKernels, TasksValidateKeepTheScratchAndCountTheirWork) {
+  if (!tb::blas_available()) GTEST_SKIP() << "built without OpenBLAS: the BLAS kernels are refused";
+  for (auto k : {tb::KernelType::compute_dgemm, tb::KernelType::memory_daxpy}) {
+    auto g = make(DependenceType::stencil_1d, 3, 4);
+    g.kernel = {k, 2, 4, 0};
+    g.scratch_bytes = 24 * 8 * 8;  // order 8; daxpy: 4 slices of 384 bytes
+    g.output_bytes = 32;
+    ASSERT_NO_THROW(g.check()) << tb::name_of(k);
+    tb::OutputBuffers bufs(g, 2);
+    tb::TaskRunner runner(g.scratch_bytes);
+    for (long t = 0; t < 4; ++t)
+      for (long i = 0; i < 3; ++i) runner.run(g, bufs, t, i);  // exits on a validation failure (scratch included)
+    Record r;
+    std::memcpy(&r, bufs.get(3, 2), 16);
+    EXPECT_EQ(r.t, 3);
+    EXPECT_EQ(r.p, 2);
+  }
+  auto g = make(DependenceType::trivial, 2);
+  g.scratch_bytes = 24 * 8 * 8;
+  g.kernel = {tb::KernelType::compute_dgemm, 3, 4, 0};
+  EXPECT_EQ(g.flops_of(1, 1), 2 * 8 * 8 * 8 * 3);
+  EXPECT_EQ(g.bytes_of(1, 1), 0);
+  g.kernel = {tb::KernelType::memory_daxpy, 3, 4, 0};
+  EXPECT_EQ(g.flops_of(1, 1), 0);
+  EXPECT_EQ(g.bytes_of(1, 1), 24 * 8 * 8 * 3 / 4);
+}
+
+TEST(BlasKernels, BadSizesAreRefusedClearly) {
+  auto g = make(DependenceType::trivial, 2);
+  g.kernel = {tb::KernelType::compute_dgemm, 1, 16, 0};
+  g.scratch_bytes = 23;
+  EXPECT_THROW(g.check(), std::invalid_argument);
+  g.scratch_bytes = 24;
+  EXPECT_NO_THROW(g.check());
+  g.scratch_bytes = std::size_t{1} << 36;  // order 53509: 2 N^3 x 2^40 iterations overflows
+  g.kernel.iterations = 1L << 40;
+  EXPECT_THROW(g.check(), std::invalid_argument);
+  g.kernel = {tb::KernelType::memory_daxpy, 1, 4, 0};
+  g.scratch_bytes = 63;  // slices of 15 bytes
+  EXPECT_THROW(g.check(), std::invalid_argument);
+  g.kernel.samples = 0;
+  g.scratch_bytes = 64;
+  EXPECT_THROW(g.check(), std::invalid_argument);
+  g.kernel.samples = 4;
+  EXPECT_NO_THROW(g.check());
+}
+
+// --- -field: output buffers per point ------------------------------------------------------------------------
+
+TEST(Fields, GivenFieldsOverrideTheImplementationsDepthUpToTheSteps) {
+  auto g = make(DependenceType::stencil_1d, 4, 10);
+  EXPECT_EQ(g.output_fields(2), 2);  // not given
+  EXPECT_EQ(g.output_fields(7), 7);
+  g.fields = 3;
+  EXPECT_EQ(g.output_fields(2), 3);
+  EXPECT_EQ(g.output_fields(7), 3);
+  g.fields = 25;
+  EXPECT_EQ(g.output_fields(2), 10);  // buffers past the last timestep would never be written
+}
+
+TEST(Fields, BuffersPerPointAreTheFieldsAndRotateWithTheTimestep) {
+  auto g = make(DependenceType::stencil_1d, 5, 12);
+  g.output_bytes = 80;  // 128-byte stride (64-byte aligned)
+  for (long f : {2L, 3L, 5L}) {
+    g.fields = f;
+    const tb::OutputBuffers b(g, g.output_fields(2));
+    EXPECT_EQ(b.generations(), f);
+    EXPECT_EQ(b.point_stride(), static_cast<std::size_t>(f) * 128);  // the footprint: f buffers per point
+    for (long p = 0; p < 5; ++p)
+      for (long t = 0; t + f < 12; ++t) {
+        EXPECT_EQ(b.get(t, p), b.get(t + f, p)) << "t " << t << " is rewritten f steps later";
+        for (long d = 1; d < f; ++d) EXPECT_NE(b.get(t, p), b.get(t + d, p)) << "f " << f << " t " << t << " d " << d;
+      }
+  }
+}
+
+TEST(Fields, OneFieldOnlyWithoutDependencies) {
+  for (auto type : {DependenceType::trivial, DependenceType::stencil_1d, DependenceType::no_comm,
+                    DependenceType::tree, DependenceType::nearest}) {
+    auto g = make(type, 4, 6);
+    g.fields = 1;
+    if (type == DependenceType::trivial)
+      EXPECT_NO_THROW(g.check());
+    else
+      EXPECT_THROW(g.check(), std::invalid_argument) << tb::name_of(type);
+    g.fields = 2;
+    EXPECT_NO_THROW(g.check()) << tb::name_of(type);
+  }
+  auto radix0 = make(DependenceType::nearest, 4, 6, 0);
+  radix0.fields = 1;
+  EXPECT_NO_THROW(radix0.check());
+  auto one_step = make(DependenceType::stencil_1d, 4, 1);
+  one_step.fields = 1;
+  EXPECT_NO_THROW(one_step.check());
+}
+
+// Why -field 1 is refused: a timestep that rewrites the buffers the same timestep still reads fails validation.
+TEST(FieldsDeathTest, OneBufferPerPointFailsTheValidationOfAStencil) {
+  auto g = make(DependenceType::stencil_1d, 3, 3);
+  tb::OutputBuffers one(g, 1), two(g, 2);
+  tb::TaskRunner runner;
+  for (long t = 0; t < 3; ++t)
+    for (long i = 0; i < 3; ++i) runner.run(g, two, t, i);
+  EXPECT_EXIT(
+      {
+        for (long t = 0; t < 3; ++t)
+          for (long i = 0; i < 3; ++i) runner.run(g, one, t, i);
+      },
+      testing::ExitedWithCode(1), "task \\(t 1, point 1\\): input 0, record 0: expected \\(0, 0\\), received \\(1, 0\\)");
+}

@@ -77,13 +77,17 @@ const char* kHelp =
     "  -period N         dependence sets of spread and random_nearest (default 3; others take 0)\n"
     "  -fraction F       connection probability of random_nearest (0..1, default 0.25)\n"
     "  -kernel K         empty busy_wait compute_bound compute_bound2 memory_bound load_imbalance\n"
-    "                    (compute_dgemm, memory_daxpy need BLAS, not in this build; default empty)\n"
+    "                    compute_dgemm memory_daxpy (default empty)%s\n"
     "  -iter N           kernel iterations (>= 0, default 0)\n"
     "  -output N         bytes each task outputs (>= 16, default 16)\n"
     "  -scratch N        scratch bytes per task (>= 0, default 0)\n"
     "  -sample N         samples of the memory kernel (>= 0, default 16)\n"
     "  -imbalance F      load imbalance (0..2, default 0)\n"
-    "  -field N          fields (> 0, default: steps)\n"
+    "  -field N          output buffers per point: timestep t writes buffer t mod N, so a point's output is\n"
+    "                    rewritten N timesteps later (memory: width x N x output bytes per graph). >= 2 when\n"
+    "                    tasks have inputs (1 only for graphs without dependencies); values above -steps keep\n"
+    "                    -steps buffers. Default: the implementation's own depth (2 where a barrier separates\n"
+    "                    timesteps). taskbench-weft-flow, -weft-mpi, -mpi and -mpi-nonblock reject it.\n"
     "  -and              next graph\n"
     "Run flags:\n"
     "  -workers N        worker threads (default: hardware threads)\n"
@@ -148,8 +152,9 @@ KernelType parse_kernel(const char* text) {
     usage_error("-kernel io_bound is not implemented (the reference Task Bench does not implement it either)");
   for (const auto& k : kKernels) {
     if (std::strcmp(k.name, text) != 0) continue;
-    if (k.type == KernelType::compute_dgemm || k.type == KernelType::memory_daxpy)
-      usage_error(std::string("-kernel ") + text + " needs BLAS, which this build does not have");
+    if ((k.type == KernelType::compute_dgemm || k.type == KernelType::memory_daxpy) && !blas_available())
+      usage_error(std::string("-kernel ") + text +
+                  " needs BLAS, which this build does not have (OpenBLAS was not found when it was configured)");
     return k.type;
   }
   std::string names;
@@ -160,7 +165,6 @@ KernelType parse_kernel(const char* text) {
 // Per-graph flag state that the graph itself does not keep.
 struct GraphFlags {
   bool period_given = false;
-  bool fields_given = false;
 };
 
 }  // namespace
@@ -194,7 +198,8 @@ App::App(int argc, char** argv) {
     TaskGraph& g = graphs.back();
     GraphFlags& f = flags.back();
     if (!std::strcmp(arg, "-h") || !std::strcmp(arg, "--help")) {
-      std::printf(kHelp, argc > 0 ? argv[0] : "taskbench");
+      std::printf(kHelp, argc > 0 ? argv[0] : "taskbench",
+                  blas_available() ? "" : "\n                    (compute_dgemm, memory_daxpy need BLAS, not in this build)");
       std::exit(0);
     } else if (!std::strcmp(arg, "-v")) {
       verbose = std::max(verbose, 1);
@@ -240,7 +245,6 @@ App::App(int argc, char** argv) {
       g.kernel.imbalance = parse_double(arg, value(), 0, 2);
     } else if (!std::strcmp(arg, "-field")) {
       g.fields = parse_long(arg, value(), 1, kMaxSteps);
-      f.fields_given = true;
     } else {
       usage_error(std::string("unknown flag '") + arg + "'");
     }
@@ -250,7 +254,6 @@ App::App(int argc, char** argv) {
     TaskGraph& g = graphs[k];
     const bool periodic = g.dependence == DependenceType::spread || g.dependence == DependenceType::random_nearest;
     if (!flags[k].period_given) g.period = periodic ? 3 : 0;
-    if (!flags[k].fields_given) g.fields = g.timesteps;
     try {
       g.check();
     } catch (const std::invalid_argument& e) {
@@ -271,6 +274,12 @@ App::App(int argc, char** argv) {
     }
   }
 
+  for (const auto& g : graphs)
+    if (g.kernel.type == KernelType::compute_dgemm || g.kernel.type == KernelType::memory_daxpy) {
+      use_single_threaded_blas();  // before any worker thread starts
+      break;
+    }
+
   if (dump) {
     for (const auto& g : graphs) dump_graph(g, stdout);
     std::fflush(stdout);
@@ -282,6 +291,11 @@ void App::require_single_worker(const char* system) {
   if (workers_given && workers != 1)
     usage_error(std::string(system) + " runs on one worker: -workers must be 1, got " + std::to_string(workers));
   workers = 1;
+}
+
+void App::reject_fields(const char* system, const char* why) const {
+  for (const auto& g : graphs)
+    if (g.fields > 0) usage_error(std::string(system) + " does not support -field: " + why);
 }
 
 long App::max_timesteps() const {

@@ -98,7 +98,18 @@ struct TaskGraph {
   Kernel kernel;
   std::size_t output_bytes = 16;
   std::size_t scratch_bytes = 0;
-  long fields = 4;
+  /// -field: output buffers per point (the output of timestep t goes to buffer t mod fields, so each buffer is
+  /// rewritten `fields` timesteps after it was written); 0 when -field was not given.
+  long fields = 0;
+
+  /// Output buffers each point keeps: -field when given, at most the number of timesteps (more would never be
+  /// written), else `implementation_default` (each implementation's own depth: 2 behind a barrier per
+  /// timestep, more where the runtime orders a rewrite after the reads of the output it replaces).
+  long output_fields(long implementation_default) const {
+    return fields > 0 ? std::min(fields, timesteps) : implementation_default;
+  }
+  /// Whether some task reads another task's output (a graph without any can keep a single buffer per point).
+  bool has_dependencies() const;
 
   long offset_at_timestep(long t) const {  ///< 0 for t < 0
     return t >= 0 && dependence == DependenceType::dom && t + max_width > timesteps ? t + max_width - timesteps : 0;
@@ -156,8 +167,8 @@ struct TaskGraph {
   bool first_unrun_task(long& t, long& point, unsigned& count) const;
 
   /// Throws std::invalid_argument (message for the user) if the graph violates the spec's rules: period,
-  /// radix and width combinations, a dependency list repeating a point, reverse dependencies not mirroring
-  /// the dependencies. App calls it for every graph.
+  /// radix and width combinations, kernel sizes, -field 1 on a graph with dependencies, a dependency list
+  /// repeating a point, reverse dependencies not mirroring the dependencies. App calls it for every graph.
   void check() const;
 
   /// Kernel work of task (t, point) (spec section 4).
@@ -185,6 +196,8 @@ class OutputBuffers {
                     static_cast<std::size_t>(t % generations_)) * stride_;
   }
   std::size_t bytes() const { return bytes_; }
+  /// Buffers per point.
+  long generations() const { return generations_; }
   /// get(t, p + 1) - get(t, p): lets a caller address many points of one generation with one get().
   std::size_t point_stride() const { return static_cast<std::size_t>(generations_) * stride_; }
 
@@ -232,6 +245,9 @@ struct App {
   /// For a system that runs one thread per process (serial, MPI): exits 2 with a message naming `system` if
   /// -workers was given with a value other than 1; sets workers = 1.
   void require_single_worker(const char* system);
+  /// For a system that cannot keep a given number of output buffers per point: exits 2 with a message naming
+  /// `system` and `why` if a graph was given -field.
+  void reject_fields(const char* system, const char* why) const;
 
   /// The configuration block (spec section 5), plus the per-timestep graphs with -v / -vv.
   void display() const;

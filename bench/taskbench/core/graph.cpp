@@ -202,6 +202,13 @@ void TaskGraph::consumers_of(long t, long point, std::vector<long>& out) const {
   std::sort(out.begin(), out.end());
 }
 
+bool TaskGraph::has_dependencies() const {
+  if (timesteps < 2 || dependence == DependenceType::trivial) return false;
+  const bool windowed = dependence == DependenceType::nearest || dependence == DependenceType::random_nearest ||
+                        dependence == DependenceType::spread;
+  return !(windowed && radix == 0);
+}
+
 // --- start-up checks ----------------------------------------------------------------------------------------
 
 void TaskGraph::check() const {
@@ -228,12 +235,29 @@ void TaskGraph::check() const {
       fail("-type spread needs -period <= ceil(width / radix) = " + std::to_string(max_period) + " (got " +
            std::to_string(period) + ")");
   }
-  if (kernel.type == KernelType::memory_bound) {
-    if (kernel.samples <= 0) fail("-kernel memory_bound needs -sample > 0");
+  if (kernel.type == KernelType::memory_bound || kernel.type == KernelType::memory_daxpy) {
+    const std::string k = name_of(kernel.type);
+    if (kernel.samples <= 0) fail("-kernel " + k + " needs -sample > 0");
     if (scratch_bytes / static_cast<std::size_t>(kernel.samples) < 16)
-      fail("-kernel memory_bound needs -scratch >= 16 * -sample (got scratch " + std::to_string(scratch_bytes) +
-           ", samples " + std::to_string(kernel.samples) + "): each sample slice copies its first half");
+      fail("-kernel " + k + " needs -scratch >= 16 * -sample (got scratch " + std::to_string(scratch_bytes) +
+           ", samples " + std::to_string(kernel.samples) + "): each sample slice " +
+           (kernel.type == KernelType::memory_bound ? "copies its first half" : "adds its first half to its second"));
   }
+  if (kernel.type == KernelType::compute_dgemm) {
+    if (scratch_bytes < 24)
+      fail("-kernel compute_dgemm needs -scratch >= 24 (got " + std::to_string(scratch_bytes) +
+           "): the scratch holds three N x N matrices of doubles, N = floor(sqrt(scratch / 24))");
+    // The summary counts 2 N^3 FLOPs per iteration and task in 64 bits.
+    const long double n = static_cast<long double>(matrix_order(scratch_bytes));
+    if (2 * n * n * n * static_cast<long double>(kernel.iterations) * static_cast<long double>(timesteps) *
+            static_cast<long double>(max_width) > 0x1p62L)
+      fail("-kernel compute_dgemm: the graph's FLOP count (2 N^3 x -iter x tasks) does not fit in 64 bits; use "
+           "a smaller -scratch, -iter, -steps or -width");
+  }
+  if (fields < 0) fail("-field must be > 0");
+  if (fields == 1 && has_dependencies())
+    fail("-field 1 keeps one output buffer per point, which a task would overwrite while the tasks of the next "
+         "timestep still read it; use -field 2 or more (1 suits only graphs without dependencies)");
 
   // Every dependency list: points in range and no repeats; reverse dependencies mirror dependencies exactly.
   // Membership is tested against the other side's intervals, so the cost is O(edges x intervals), no set.

@@ -18,6 +18,10 @@ void run_kernel(const TaskGraph& g, long t, long point, char* scratch);
 long imbalanced_iterations(const TaskGraph& g, long t, long point);
 /// Matrix order of the BLAS kernels: floor(sqrt(scratch / 24)).
 long matrix_order(std::size_t scratch_bytes);
+/// Whether this build has the BLAS kernels (compute_dgemm, memory_daxpy): OpenBLAS found at configure time.
+bool blas_available();
+/// Makes OpenBLAS run each call on the calling thread (once per process; nothing without BLAS).
+void use_single_threaded_blas();
 
 /// Prints graph g in the --dump-graph format (spec section 6).
 void dump_graph(const TaskGraph& g, std::FILE* f);
