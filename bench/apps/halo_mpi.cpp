@@ -347,7 +347,7 @@ int main(int argc, char** argv) {
   Reference ref;
   if (p.check) ref = serial_reference(p);
   const mpi_app::Measured m = mpi_app::run_variants(
-      p.variants, p.reps, p.check, run, [&] { h.reset(); }, [&](const std::string& v) { return matches(h, ref, v); });
+      p.variants, p.reps, p.check, run, [&](const std::string&) { h.reset(); }, [&](const std::string& v) { return matches(h, ref, v); });
   if (!p.check)
     for (const auto& v : p.variants) {
       if (!profiled.count(v)) continue;

@@ -548,7 +548,7 @@ int main(int argc, char** argv) {
   const double initial_norm = std::sqrt(c.rr[0].value());
   std::map<std::string, double> final_norm;
   const mpi_app::Measured m = mpi_app::run_variants(
-      o.variants, o.reps, o.check, run, [&] { c.reset(); }, [&](const std::string& v) { return matches(c, ref, v); },
+      o.variants, o.reps, o.check, run, [&](const std::string&) { c.reset(); }, [&](const std::string& v) { return matches(c, ref, v); },
       [&](const std::string& v) { final_norm[v] = c.norm.back(); });
   int any_bad = 0;
   MPI_Allreduce(&m.mismatches, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -95,19 +95,19 @@ struct Measured {
 };
 
 /// Runs every variant `reps` times after a warm-up round (or once, unmeasured warm-up included, with `check`),
-/// interleaved (repetition r starts at variant r), each preceded by reset() and a barrier and followed by a
+/// interleaved (repetition r starts at variant r), each preceded by reset(variant) (untimed) and a barrier and followed by a
 /// barrier. With `check`, matches(variant) compares the result with the reference. after(variant) runs after
 /// each run (e.g. to keep a result for printing).
 inline Measured run_variants(const std::vector<std::string>& variants, int reps, bool check,
                              const std::map<std::string, std::function<void()>>& run,
-                             const std::function<void()>& reset,
+                             const std::function<void(const std::string&)>& reset,
                              const std::function<bool(const std::string&)>& matches,
                              const std::function<void(const std::string&)>& after = {}) {
   Measured m;
   for (int rep = 0; rep < (check ? 1 : reps + 1); ++rep) {  // the first round warms up (not counted)
     for (std::size_t k = 0; k < variants.size(); ++k) {
       const std::string& v = variants[(k + static_cast<std::size_t>(rep)) % variants.size()];
-      reset();
+      reset(v);
       MPI_Barrier(MPI_COMM_WORLD);
       const weft::mpi::Stats before = weft::mpi::stats();
       const auto t0 = std::chrono::steady_clock::now();

@@ -606,7 +606,7 @@ int Cluster::choose_executor(ClusterTask& c) {
     case OffloadPolicy::locality: {
       // Bytes each rank already holds of what the task reads; for data not written yet (out, or weak access
       // not satisfied), the affinity of its dmalloc distribution.
-      std::uint64_t score[64] = {};
+      std::uint64_t score[64] = {}, written[64] = {};
       bool any = false;
       AddressSpace& as = AddressSpace::get();
       for (std::uint32_t i = 0; i < c.n_acc; ++i) {
@@ -619,7 +619,10 @@ int Cluster::choose_executor(ClusterTask& c) {
           const Holders h = is_weak_mode(a.mode) ? a.holders.load(std::memory_order_acquire)
                                                  : a.where->load(std::memory_order_acquire);
           for (int r = 0; r < size; ++r)
-            if (h & bit(r)) score[r] += weight, any = true;
+            if (h & bit(r)) {
+              score[r] += weight, any = true;
+              if (weight > a.bytes) written[r] += a.bytes;
+            }
         } else if (int r = as.affinity(a.address); r >= 0) {
           score[r] += weight;
           any = true;
@@ -627,9 +630,11 @@ int Cluster::choose_executor(ClusterTask& c) {
       }
       if (!any)
         return static_cast<int>(round_robin_.fetch_add(1, std::memory_order_relaxed) % static_cast<unsigned>(size));
+      // A tie goes to the rank holding more of what the task updates (the update of a tile whose two inputs
+      // are on another rank: the tile stays put, and so does the next update of it), then stays here.
       int best = rank;
       for (int r = 0; r < size; ++r)
-        if (score[r] > score[best]) best = r;
+        if (score[r] > score[best] || (score[r] == score[best] && written[r] > written[best])) best = r;
       return best;
     }
   }

@@ -14,6 +14,9 @@
 #include <cblas.h>
 #include <lapacke.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "dense.hpp"
 
 namespace dense {
@@ -51,6 +54,11 @@ struct Cholesky {
   }
   /// dpotrf's info (0: done).
   static int potrf(double* akk, int bs) { return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', bs, akk, bs); }
+  /// dpotrf of tile k, a std::runtime_error if it fails (for the task-based versions: it reaches the caller).
+  static void potrf_or_throw(double* akk, int k, int bs) {
+    if (const int info = potrf(akk, bs); info != 0)
+      throw std::runtime_error("dpotrf of tile " + std::to_string(k) + ": info " + std::to_string(info));
+  }
   static void trsm(const double* akk, double* aik, int bs) {
     cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, bs, bs, 1.0, akk, bs, aik, bs);
   }
@@ -112,6 +120,41 @@ struct Cholesky {
   }
 };
 
+/// The tiles of the weft-offload versions, in the common address space (weft/cluster.hpp): stored as above,
+/// the columns dealt cyclically over the ranks (Distribution::cyclic), allocated by the first prepare.
+/// prepare writes A, a task per tile on its column's rank, and leaves it there (taskwait_noflush); collect
+/// copies L into rank 0's state (the tiles come to rank 0). Neither is timed, as reset() and result() are not.
+struct CholeskyOffload {
+  inline static double* a = nullptr;  // on rank 0 (the other ranks serve)
+  static double* tile(const Cholesky& s, int i, int j) {
+    return a + (static_cast<std::size_t>(j) * s.nt + i) * s.sz.tile();
+  }
+  static void prepare(Cholesky& s, const Env& e) {
+    e.cluster->run([&](weft::Context& cx) {
+      const int nt = s.nt, bs = s.sz.bs, n = s.sz.n;
+      const std::size_t size = s.sz.tile();
+      if (!a) a = weft::dmalloc<double>(size * nt * nt, weft::Distribution::cyclic(size * nt * sizeof(double)));
+      for (int j = 0; j < nt; ++j)
+        for (int i = j; i < nt; ++i) {
+          double* aij = tile(s, i, j);
+          cx.spawn([aij, i, j, bs, n] { Cholesky::fill(aij, i, j, bs, n); }, weft::out(aij, size),
+                   weft::node(j % weft::num_nodes()));
+        }
+      cx.taskwait_noflush();
+    });
+  }
+  static void collect(Cholesky& s, const Env& e) {
+    e.cluster->run([&](weft::Context& cx) {
+      const std::size_t size = s.sz.tile();
+      for (int j = 0; j < s.nt; ++j)
+        for (int i = j; i < s.nt; ++i) {
+          const double* aij = tile(s, i, j);
+          cx.spawn([&s, aij, i, j, size] { std::copy(aij, aij + size, s.tile(i, j)); }, weft::in(aij, size));
+        }
+    });
+  }
+};
+
 void cholesky_serial(Cholesky&, const Env&);
 void cholesky_mpi_omp(Cholesky&, const Env&);
 void cholesky_mpi_weft(Cholesky&, const Env&);
@@ -123,8 +166,8 @@ inline const std::vector<Variant<Cholesky>> cholesky_variants = {
     {"serial", Layout::whole, cholesky_serial},
     {"mpi-omp", Layout::distributed, cholesky_mpi_omp},
     {"mpi-weft", Layout::distributed, cholesky_mpi_weft},
-    {"weft-offload-simple", Layout::whole, cholesky_weft_offload_simple},
-    {"weft-offload-opt", Layout::whole, cholesky_weft_offload_opt},
+    {"weft-offload-simple", Layout::whole, cholesky_weft_offload_simple, CholeskyOffload::prepare, CholeskyOffload::collect},
+    {"weft-offload-opt", Layout::whole, cholesky_weft_offload_opt, CholeskyOffload::prepare, CholeskyOffload::collect},
 };
 
 }  // namespace dense

@@ -3,12 +3,9 @@
 // with weak accesses to the tiles its tasks touch; the parents create the kernels' tasks there. A parent per
 // column and step, not per rank and step: a task's accesses are released only when all its children have
 // finished (weft/tasks.hpp), so a parent holding a rank's whole step would hold the next panel back until every
-// update of the step on that rank is done. The tiles as in the simple version: columns cyclic over the ranks,
-// A written again at the start of every call (one parent per rank for that), L copied into rank 0's state.
+// update of the step on that rank is done. The tiles as in the simple version (CholeskyOffload, cholesky.hpp).
 #include <weft/cluster.hpp>
 
-#include <algorithm>
-#include <stdexcept>
 #include <vector>
 
 #include "cholesky.hpp"
@@ -16,35 +13,18 @@
 namespace dense {
 
 void cholesky_weft_offload_opt(Cholesky& s, const Env& e) {
-  static double* a = nullptr;  // rank 0 only (the other ranks serve)
   e.cluster->run([&](weft::Context& cx) {
-    const int nt = s.nt, bs = s.sz.bs, n = s.sz.n, nodes = weft::num_nodes();
+    const int nt = s.nt, bs = s.sz.bs, nodes = weft::num_nodes();
     const std::size_t tile = s.sz.tile();
-    if (!a) a = weft::dmalloc<double>(tile * nt * nt, weft::Distribution::cyclic(tile * nt * sizeof(double)));
     // Tile (i, j); trivially copyable, so that the parents' bodies take it along.
-    const auto t = [a = a, nt, tile](int i, int j) { return a + (static_cast<std::size_t>(j) * nt + i) * tile; };
+    const auto t = [a = CholeskyOffload::a, nt, tile](int i, int j) { return a + (static_cast<std::size_t>(j) * nt + i) * tile; };
     std::vector<weft::Access> acc;
-    for (int r = 0; r < nodes; ++r) {  // A again, each rank its columns
-      acc.clear();
-      for (int j = r; j < nt; j += nodes)
-        for (int i = j; i < nt; ++i) acc.push_back(weft::weak_out(t(i, j), tile));
-      cx.spawn_accesses([t, r, nodes, nt, bs, n, tile](weft::Context& c) {
-        for (int j = r; j < nt; j += nodes)
-          for (int i = j; i < nt; ++i) {
-            double* aij = t(i, j);
-            c.spawn([aij, i, j, bs, n] { Cholesky::fill(aij, i, j, bs, n); }, weft::out(aij, tile));
-          }
-      }, acc.data(), acc.size(), weft::node(r));
-    }
     for (int k = 0; k < nt; ++k) {
       acc.clear();  // the panel, on its owner
       for (int i = k; i < nt; ++i) acc.push_back(weft::weak_inout(t(i, k), tile));
       cx.spawn_accesses([t, k, nt, bs, tile](weft::Context& c) {
         double* akk = t(k, k);
-        c.spawn([akk, k, bs] {
-          if (const int info = Cholesky::potrf(akk, bs); info != 0)
-            throw std::runtime_error("dpotrf of tile " + std::to_string(k) + ": info " + std::to_string(info));
-        }, weft::inout(akk, tile));
+        c.spawn([akk, k, bs] { Cholesky::potrf_or_throw(akk, k, bs); }, weft::inout(akk, tile));
         for (int i = k + 1; i < nt; ++i) {
           double* aik = t(i, k);
           c.spawn([akk, aik, bs] { Cholesky::trsm(akk, aik, bs); }, weft::in(akk, tile), weft::inout(aik, tile));
@@ -65,12 +45,8 @@ void cholesky_weft_offload_opt(Cholesky& s, const Env& e) {
         }, acc.data(), acc.size(), weft::node(j % nodes));
       }
     }
-    for (int j = 0; j < nt; ++j)  // L into the state, here on rank 0: the tiles come here
-      for (int i = j; i < nt; ++i) {
-        const double* aij = t(i, j);
-        cx.spawn([&s, aij, i, j, tile] { std::copy(aij, aij + tile, s.tile(i, j)); }, weft::in(aij, tile));
-      }
-  });  // the end of the run would bring every tile here anyway: the copy above only names them
+    cx.taskwait_noflush();  // L stays where it was computed, as mpi-omp's (collect brings it to rank 0)
+  });
 }
 
 }  // namespace dense

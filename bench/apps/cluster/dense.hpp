@@ -8,7 +8,8 @@
 // plus one line in its application's table (`<app>.hpp`) and its suffix in CMakeLists.txt's version list. Its layout says which state it receives:
 //   whole        rank 0 holds the whole problem, the other ranks an empty state (the serial reference; the
 //                versions where one program offloads tasks to the other ranks, weft-offload-*: they keep
-//                their own data in dmalloc memory and copy the result into rank 0's state).
+//                their own data in dmalloc memory, made by the variant's untimed `prepare`, and their
+//                `collect` copies the result into rank 0's state).
 //   distributed  every rank holds its share (MPI + OpenMP, MPI + weft).
 #pragma once
 
@@ -57,7 +58,13 @@ template <class State>
 struct Variant {
   const char* name;
   Layout layout;
-  void (*run)(State&, const Env&);
+  void (*run)(State&, const Env&);  // the timed call
+  // The untimed steps of the versions that keep their data in the common address space (weft-offload-*), the
+  // counterparts of the MPI versions' constructor, reset() and result(), which are not timed either: `prepare`
+  // writes the input where it lives before every timed call, `collect` copies the result into rank 0's state
+  // after a checked one. Called on every rank (each is a run of the cluster runtime).
+  void (*prepare)(State&, const Env&) = nullptr;
+  void (*collect)(State&, const Env&) = nullptr;
 };
 
 /// The blocks [first, first + count) of `nb` blocks that part `rank` of `size` owns: contiguous, counts

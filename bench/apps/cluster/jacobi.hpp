@@ -70,6 +70,50 @@ struct Jacobi {
   }
 };
 
+/// The data of the weft-offload version, in the common address space (weft/cluster.hpp): A, b, x and the next x,
+/// blocked over the ranks (dmalloc's default distribution) as mpi-omp's shares are. The first prepare makes them
+/// and writes A and b with `out` tasks placed where their memory is; every prepare sets x to 0 the same way, and
+/// leaves it there (taskwait_noflush). collect copies the last x into rank 0's state. Neither is timed, as
+/// reset() and result() are not.
+struct JacobiOffload {
+  inline static double *a = nullptr, *b = nullptr, *x = nullptr, *next = nullptr;  // on rank 0 (the others serve)
+  static std::size_t block_size(const Jacobi& s) { return static_cast<std::size_t>(s.sz.bs) * s.sz.n; }
+  static void prepare(Jacobi& s, const Env& e) {
+    e.cluster->run([&](weft::Context& cx) {
+      const int n = s.sz.n, bs = s.sz.bs, nb = s.sz.nb();
+      const std::size_t rows = block_size(s);
+      if (!a) {
+        a = weft::dmalloc<double>(rows * nb), b = weft::dmalloc<double>(n);
+        x = weft::dmalloc<double>(n), next = weft::dmalloc<double>(n);
+        for (int k = 0; k < nb; ++k) {
+          double *ak = a + k * rows, *bk = b + k * bs;
+          cx.spawn([ak, bk, k, bs, n] {
+            for (int r = 0; r < bs; ++r) {
+              for (int c = 0; c < n; ++c) ak[static_cast<std::size_t>(r) * n + c] = Jacobi::value(k * bs + r, c, n);
+              bk[r] = entry(k * bs + r, 0, 6);
+            }
+          }, weft::out(ak, rows), weft::out(bk, bs), weft::offload);
+        }
+      }
+      for (int k = 0; k < nb; ++k) {
+        double* xk = x + k * bs;
+        cx.spawn([xk, bs] { std::fill(xk, xk + bs, 0.0); }, weft::out(xk, bs), weft::offload);
+      }
+      cx.taskwait_noflush();
+    });
+  }
+  static void collect(Jacobi& s, const Env& e) {
+    e.cluster->run([&](weft::Context& cx) {
+      const int bs = s.sz.bs;
+      const double* last = s.sz.iterations % 2 == 0 ? x : next;  // the steps alternate between x and next
+      for (int k = 0; k < s.sz.nb(); ++k) {
+        const double* xk = last + k * bs;
+        cx.spawn([&s, xk, k, bs] { std::copy(xk, xk + bs, s.x.begin() + k * bs); }, weft::in(xk, bs));
+      }
+    });
+  }
+};
+
 void jacobi_serial(Jacobi&, const Env&);
 void jacobi_mpi_omp(Jacobi&, const Env&);
 void jacobi_mpi_weft(Jacobi&, const Env&);
@@ -80,7 +124,7 @@ inline const std::vector<Variant<Jacobi>> jacobi_variants = {
     {"serial", Layout::whole, jacobi_serial},
     {"mpi-omp", Layout::distributed, jacobi_mpi_omp},
     {"mpi-weft", Layout::distributed, jacobi_mpi_weft},
-    {"weft-offload-simple", Layout::whole, jacobi_weft_offload_simple},
+    {"weft-offload-simple", Layout::whole, jacobi_weft_offload_simple, JacobiOffload::prepare, JacobiOffload::collect},
 };
 
 }  // namespace dense

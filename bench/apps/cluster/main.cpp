@@ -83,11 +83,17 @@ int run_app(const std::vector<dense::Variant<State>>& table, const mpi_app::Comm
   const dense::Part whole_part{0, 1, env.rank == 0}, dist_part{env.rank, env.size, true};
   State whole(sz, whole_part), dist(sz, dist_part);
   std::map<std::string, std::function<void()>> run;
-  std::map<std::string, dense::Layout> layout;
+  std::map<std::string, const dense::Variant<State>*> variant;
   for (const auto& v : table) {
-    layout[v.name] = v.layout;
+    variant[v.name] = &v;
     run[v.name] = [&, v] { v.run(v.layout == dense::Layout::whole ? whole : dist, env); };
   }
+  // Untimed, as every version's: the states' reset, then the version's own preparation (its input written
+  // where it lives), and its collection of the result before a check.
+  const auto reset = [&](const std::string& v) {
+    whole.reset(), dist.reset();
+    if (const dense::Variant<State>* d = variant.at(v); d->prepare) d->prepare(d->layout == dense::Layout::whole ? whole : dist, env);
+  };
 
   // The reference: the first version of the table (serial), checked on its own.
   std::vector<double> ref;
@@ -104,7 +110,8 @@ int run_app(const std::vector<dense::Variant<State>>& table, const mpi_app::Comm
     }
   }
   const auto matches = [&](const std::string& v) {
-    const bool w = layout.at(v) == dense::Layout::whole;
+    const bool w = variant.at(v)->layout == dense::Layout::whole;
+    if (variant.at(v)->collect) variant.at(v)->collect(w ? whole : dist, env);
     const std::vector<double> got = (w ? whole : dist).result(w ? whole_part : dist_part, env);
     std::string why;
     if (env.rank != 0 || dense::compare(got, ref, State::tolerance, why)) return true;
@@ -113,7 +120,7 @@ int run_app(const std::vector<dense::Variant<State>>& table, const mpi_app::Comm
     return false;
   };
   const mpi_app::Measured m = mpi_app::run_variants(
-      variants, o.reps, o.check, run, [&] { whole.reset(), dist.reset(); }, matches);
+      variants, o.reps, o.check, run, reset, matches);
   int bad = m.mismatches + bad_reference, any_bad = 0;
   MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, env.comm);
 

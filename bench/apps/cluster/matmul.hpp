@@ -60,6 +60,60 @@ struct Matmul {
   }
 };
 
+/// The data of the weft-offload versions, in the common address space (weft/cluster.hpp): A and C in tiles by
+/// rows, blocked over the ranks (dmalloc's default distribution) as mpi-omp's shares are; B in tiles by
+/// columns, so that the column of tiles a task reads is one datum, and one copy per rank, as mpi-omp has: the
+/// default policy weighs the bytes a task reads, and with one B read everywhere, its column would weigh as much
+/// as the row of A on every rank, and a tie keeps a task on the spawning rank. The first prepare makes them and
+/// writes A and B with `out` tasks where they are used, and leaves them there (taskwait_noflush); A and B never
+/// change. collect copies C into rank 0's state. Neither is timed, as the constructor and result() are not.
+struct MatmulOffload {
+  inline static double *a = nullptr, *b = nullptr, *c = nullptr;  // on rank 0 (the other ranks serve)
+  static std::size_t line(const Matmul& s) { return s.sz.tile() * s.sz.nb(); }  // a row (or column) of tiles
+  /// Column j of rank r's B.
+  static double* b_column(const Matmul& s, int r, int j) {
+    return b + (static_cast<std::size_t>(r) * s.sz.nb() + j) * line(s);
+  }
+  static double* c_tile(const Matmul& s, int i, int j) {
+    return c + (static_cast<std::size_t>(i) * s.sz.nb() + j) * s.sz.tile();
+  }
+  static void prepare(Matmul& s, const Env& e) {
+    e.cluster->run([&](weft::Context& cx) {
+      if (a) return;
+      const int nb = s.sz.nb(), bs = s.sz.bs, nodes = weft::num_nodes();
+      const std::size_t ln = line(s);
+      a = weft::dmalloc<double>(ln * nb), c = weft::dmalloc<double>(ln * nb), b = weft::dmalloc<double>(ln * nb * nodes);
+      for (int i = 0; i < nb; ++i) {
+        double* ai = a + i * ln;
+        cx.spawn([ai, i, nb, bs] {
+          for (int k = 0; k < nb; ++k)  // tile (i, k), column-major
+            for (int q = 0; q < bs; ++q)
+              for (int r = 0; r < bs; ++r) ai[(static_cast<std::size_t>(k) * bs + q) * bs + r] = entry(i * bs + r, k * bs + q, 2);
+        }, weft::out(ai, ln), weft::offload);
+        for (int r = 0; r < nodes; ++r) {
+          double* bj = b_column(s, r, i);
+          cx.spawn([bj, j = i, nb, bs] {
+            for (int k = 0; k < nb; ++k)  // tile (k, j), column-major
+              for (int q = 0; q < bs; ++q)
+                for (int r = 0; r < bs; ++r) bj[(static_cast<std::size_t>(k) * bs + q) * bs + r] = entry(k * bs + r, j * bs + q, 3);
+          }, weft::out(bj, ln), weft::node(r));
+        }
+      }
+      cx.taskwait_noflush();
+    });
+  }
+  static void collect(Matmul& s, const Env& e) {
+    e.cluster->run([&](weft::Context& cx) {
+      const std::size_t tile = s.sz.tile();
+      for (int i = 0; i < s.sz.nb(); ++i)
+        for (int j = 0; j < s.sz.nb(); ++j) {
+          const double* cij = c_tile(s, i, j);
+          cx.spawn([&s, cij, i, j, tile] { std::copy(cij, cij + tile, s.c.tile(i, j)); }, weft::in(cij, tile));
+        }
+    });
+  }
+};
+
 void matmul_serial(Matmul&, const Env&);
 void matmul_mpi_omp(Matmul&, const Env&);
 void matmul_mpi_weft(Matmul&, const Env&);
@@ -71,8 +125,8 @@ inline const std::vector<Variant<Matmul>> matmul_variants = {
     {"serial", Layout::whole, matmul_serial},
     {"mpi-omp", Layout::distributed, matmul_mpi_omp},
     {"mpi-weft", Layout::distributed, matmul_mpi_weft},
-    {"weft-offload-simple", Layout::whole, matmul_weft_offload_simple},
-    {"weft-offload-opt", Layout::whole, matmul_weft_offload_opt},
+    {"weft-offload-simple", Layout::whole, matmul_weft_offload_simple, MatmulOffload::prepare, MatmulOffload::collect},
+    {"weft-offload-opt", Layout::whole, matmul_weft_offload_opt, MatmulOffload::prepare, MatmulOffload::collect},
 };
 
 }  // namespace dense
