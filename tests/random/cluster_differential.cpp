@@ -243,6 +243,7 @@ void run_programs(const Config& cfg, u64 seed_base, std::size_t count, const cha
   o.eager_transfers = cfg.eager;
   weft::Runtime rt(o);
   const int nodes = weft::num_nodes();
+  bool any_failed = false;
   for (std::size_t k = 0; k < count; ++k) {
     const u64 seed = single ? std::strtoull(single, nullptr, 10) : seed_base + k;
     const Program p = generate(seed, nodes);
@@ -283,12 +284,17 @@ void run_programs(const Config& cfg, u64 seed_base, std::size_t count, const cha
         }
     });
     if (weft::node_id() == 0) {
-      if (failed) std::printf("program of seed %llu:\n%s", static_cast<unsigned long long>(seed), describe(p).c_str());
+      if (failed && !any_failed) {  // the first failing program, whole
+        std::printf("program of seed %llu:\n%s", static_cast<unsigned long long>(seed), describe(p).c_str());
+        std::fflush(stdout);
+      }
+      any_failed |= failed;
       for (int v = 0; v < p.nvars; ++v) weft::dfree(b.vars[v]);
       weft::dfree(b.results);
     }
     g_program = nullptr;
-    if (single || failed) break;
+    // Only rank 0 checks: every rank goes on to the next program (the runs are collective), a failure or not.
+    if (single) break;
   }
 }
 
