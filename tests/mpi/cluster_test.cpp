@@ -24,6 +24,7 @@ weft::Options cluster_options(unsigned threads = 2) {
   o.num_threads = threads;
   o.cluster = true;
   o.cluster_memory = std::size_t{1} << 29;  // ThreadSanitizer (with ASLR off) maps no more than about 1 GiB at once
+  o.comm_thread = weft::Options::from_environment().comm_thread;  // the jobs run with WEFT_COMM_THREAD=on too
   return o;
 }
 

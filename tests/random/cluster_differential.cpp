@@ -11,8 +11,8 @@
 //   * a body hashes the blocks it reads strongly (in, inout), then fills the blocks it writes strongly (out,
 //     inout) from that hash, its id and the index (out: the whole block, as out promises), then spawns its
 //     children; a task without weak accesses may then wait (taskwait: re-hashes its strong blocks, which must
-//     see its children's writes; or taskwait_noflush); last it stores its hashes in its own result slot, a
-//     dmalloc'ed pair it accesses out (each ancestor declares its descendants' slots weak_out, as a full
+//     see its children's writes; or taskwait_noflush); last it stores its hashes and its rank in its own result
+//     slot, a dmalloc'ed triple it accesses out (each ancestor declares its descendants' slots weak_out, as a full
 //     specification requires);
 //   * each task is local (no clause), weft::offload (the policy decides) or weft::node(random rank).
 // Every rank generates the same programs from the same seeds (a body reads its program through a global, the
@@ -21,7 +21,8 @@
 // policies, eager and lazy transfers, 1 and 2 workers per rank.
 //
 // Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_CLUSTER_DIFF_SEED=<seed> runs that one
-// program only (in the configuration its seed belongs to), printing it; WEFT_CLUSTER_DIFF_TRACE=1 prints what
+// program only (in the configuration its seed belongs to), printing it; WEFT_CLUSTER_DIFF_CONFIG=<k> runs
+// configuration k only, with more programs; WEFT_CLUSTER_DIFF_TRACE=1 prints what
 // each task read, and the reference's.
 #include <gtest/gtest.h>
 #include <weft/cluster.hpp>
@@ -178,7 +179,7 @@ const Program* g_program = nullptr;  // the same program on every rank (each gen
 
 struct Bases {
   u64* vars[kMaxVars];
-  u64* results;  // 2 per task
+  u64* results;  // 3 per task: its two hashes, the rank it ran on
 };
 
 void spawn_task(weft::Context& cx, int id, const Bases& b);
@@ -206,8 +207,9 @@ void run_task(int id, Bases b, weft::Context& cx) {
   } else if (t.wait == 2) {
     cx.taskwait_noflush();
   }
-  b.results[2 * id] = h;
-  b.results[2 * id + 1] = h2;
+  b.results[3 * id] = h;
+  b.results[3 * id + 1] = h2;
+  b.results[3 * id + 2] = static_cast<u64>(weft::node_id());
   if (std::getenv("WEFT_CLUSTER_DIFF_TRACE"))
     std::fprintf(stderr, "task %d ran on rank %d: %016llx %016llx\n", id, weft::node_id(),
                  static_cast<unsigned long long>(h), static_cast<unsigned long long>(h2));
@@ -217,8 +219,8 @@ void spawn_task(weft::Context& cx, int id, const Bases& b) {
   const TaskDesc& t = g_program->tasks[id];
   std::vector<weft::Access> acc;
   for (const Acc& a : t.acc) acc.push_back({b.vars[a.var], g_program->sizes[a.var] * sizeof(u64), a.mode});
-  acc.push_back(weft::out(b.results + 2 * id, 2));
-  for (int d : t.descendants) acc.push_back(weft::weak_out(b.results + 2 * d, 2));
+  acc.push_back(weft::out(b.results + 3 * id, 3));
+  for (int d : t.descendants) acc.push_back(weft::weak_out(b.results + 3 * d, 3));
   auto body = [id, b](weft::Context& c) { run_task(id, b, c); };
   if (t.placement == 0)
     cx.spawn_accesses(body, acc.data(), acc.size());
@@ -234,6 +236,60 @@ struct Config {
   unsigned threads;
 };
 
+// One program on every rank (the runs are collective); rank 0 checks it. A failure ends the job at once (see
+// tests/mpi/mpi_main.cpp), so its message carries the whole program.
+void run_program(weft::Runtime& rt, u64 seed, int nodes, bool print) {
+  const Program p = generate(seed, nodes);
+  g_program = &p;
+  if (print && weft::node_id() == 0) std::printf("%s", describe(p).c_str());
+  // Initial values: written by rank 0's program before the run (the data is here until a task moves it).
+  Bases b{};
+  std::vector<std::vector<u64>> init(p.nvars);
+  if (weft::node_id() == 0) {
+    for (int v = 0; v < p.nvars; ++v) {
+      b.vars[v] = weft::dmalloc<u64>(p.sizes[v]);
+      for (int i = 0; i < p.sizes[v]; ++i) b.vars[v][i] = init[v].emplace_back(seed * 1000003 + v * 7919 + i);
+    }
+    b.results = weft::dmalloc<u64>(3 * p.tasks.size());
+  }
+  rt.run([&](weft::Context& cx) {
+    for (int c : p.tasks[0].children) spawn_task(cx, c, b);
+    cx.taskwait();
+    Reference ref{p, init, std::vector<std::pair<u64, u64>>(p.tasks.size())};
+    for (int c : p.tasks[0].children) ref.body(c);
+    if (std::getenv("WEFT_CLUSTER_DIFF_TRACE"))
+      for (std::size_t id = 1; id < p.tasks.size(); ++id)
+        std::fprintf(stderr, "reference task %zu: %016llx %016llx\n", id,
+                     static_cast<unsigned long long>(ref.results[id].first),
+                     static_cast<unsigned long long>(ref.results[id].second));
+    std::string wrong;
+    for (int v = 0; v < p.nvars && wrong.empty(); ++v)
+      for (int i = 0; i < p.sizes[v]; ++i)
+        if (b.vars[v][i] != ref.vars[v][i]) {
+          wrong = "variable " + std::to_string(v) + "[" + std::to_string(i) + "] differs";
+          break;
+        }
+    for (std::size_t id = 1; id < p.tasks.size() && wrong.empty(); ++id)
+      if (b.results[3 * id] != ref.results[id].first || b.results[3 * id + 1] != ref.results[id].second)
+        wrong = "task " + std::to_string(id) + " read other values than sequentially";
+    if (!wrong.empty()) {  // where each task ran, and which read what the reference did not
+      wrong += "; tasks by the rank they ran on (* read other values):";
+      for (std::size_t id = 1; id < p.tasks.size(); ++id) {
+        const bool same = b.results[3 * id] == ref.results[id].first && b.results[3 * id + 1] == ref.results[id].second;
+        wrong += " " + std::to_string(id) + "@" + std::to_string(b.results[3 * id + 2]) + (same ? "" : "*");
+      }
+    }
+    if (!wrong.empty())
+      ADD_FAILURE() << "seed " << seed << ": " << wrong << " (WEFT_CLUSTER_DIFF_SEED=" << seed
+                    << " runs it alone); the program:\n" << describe(p);
+  });
+  if (weft::node_id() == 0) {
+    for (int v = 0; v < p.nvars; ++v) weft::dfree(b.vars[v]);
+    weft::dfree(b.results);
+  }
+  g_program = nullptr;
+}
+
 void run_programs(const Config& cfg, u64 seed_base, std::size_t count, const char* single) {
   weft::Options o;
   o.num_threads = cfg.threads;
@@ -241,59 +297,18 @@ void run_programs(const Config& cfg, u64 seed_base, std::size_t count, const cha
   o.cluster_memory = std::size_t{1} << 29;  // ThreadSanitizer (with ASLR off) maps no more than about 1 GiB at once
   o.offload_policy = cfg.policy;
   o.eager_transfers = cfg.eager;
+  o.comm_thread = weft::Options::from_environment().comm_thread;  // the jobs run with WEFT_COMM_THREAD=on too
   weft::Runtime rt(o);
   const int nodes = weft::num_nodes();
-  bool any_failed = false;
   for (std::size_t k = 0; k < count; ++k) {
     const u64 seed = single ? std::strtoull(single, nullptr, 10) : seed_base + k;
-    const Program p = generate(seed, nodes);
-    g_program = &p;
-    if (single && weft::node_id() == 0) std::printf("%s", describe(p).c_str());
-    // Initial values: written by rank 0's program before the run (the data is here until a task moves it).
-    Bases b{};
-    std::vector<std::vector<u64>> init(p.nvars);
-    if (weft::node_id() == 0) {
-      for (int v = 0; v < p.nvars; ++v) {
-        b.vars[v] = weft::dmalloc<u64>(p.sizes[v]);
-        for (int i = 0; i < p.sizes[v]; ++i) b.vars[v][i] = init[v].emplace_back(seed * 1000003 + v * 7919 + i);
-      }
-      b.results = weft::dmalloc<u64>(2 * p.tasks.size());
+    // An exception would unwind through ~Runtime while the other ranks wait in this program's run (a hang):
+    // report it at once instead.
+    try {
+      run_program(rt, seed, nodes, single != nullptr);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "seed " << seed << ": exception on rank " << weft::node_id() << ": " << e.what();
     }
-    bool failed = false;
-    rt.run([&](weft::Context& cx) {
-      for (int c : p.tasks[0].children) spawn_task(cx, c, b);
-      cx.taskwait();
-      Reference ref{p, init, std::vector<std::pair<u64, u64>>(p.tasks.size())};
-      for (int c : p.tasks[0].children) ref.body(c);
-      for (int v = 0; v < p.nvars && !failed; ++v)
-        for (int i = 0; i < p.sizes[v]; ++i)
-          if (b.vars[v][i] != ref.vars[v][i]) {
-            ADD_FAILURE() << "seed " << seed << ": variable " << v << "[" << i << "] differs";
-            failed = true;
-            break;
-          }
-      if (std::getenv("WEFT_CLUSTER_DIFF_TRACE"))
-        for (std::size_t id = 1; id < p.tasks.size(); ++id)
-          std::fprintf(stderr, "reference task %zu: %016llx %016llx\n", id,
-                       static_cast<unsigned long long>(ref.results[id].first),
-                       static_cast<unsigned long long>(ref.results[id].second));
-      for (std::size_t id = 1; id < p.tasks.size() && !failed; ++id)
-        if (b.results[2 * id] != ref.results[id].first || b.results[2 * id + 1] != ref.results[id].second) {
-          ADD_FAILURE() << "seed " << seed << ": task " << id << " read other values than sequentially";
-          failed = true;
-        }
-    });
-    if (weft::node_id() == 0) {
-      if (failed && !any_failed) {  // the first failing program, whole
-        std::printf("program of seed %llu:\n%s", static_cast<unsigned long long>(seed), describe(p).c_str());
-        std::fflush(stdout);
-      }
-      any_failed |= failed;
-      for (int v = 0; v < p.nvars; ++v) weft::dfree(b.vars[v]);
-      weft::dfree(b.results);
-    }
-    g_program = nullptr;
-    // Only rank 0 checks: every rank goes on to the next program (the runs are collective), a failure or not.
     if (single) break;
   }
 }
@@ -313,11 +328,15 @@ TEST(ClusterDifferential, Policies) {
     run_programs(configs[k], 0, 1, single);
     return;
   }
+  // WEFT_CLUSTER_DIFF_CONFIG=k: configuration k alone (0-4), with 10 times the programs (a search for a rare
+  // failure of one configuration).
+  const char* only = std::getenv("WEFT_CLUSTER_DIFF_CONFIG");
+  const long k_only = only ? std::strtol(only, nullptr, 10) : -1;
+  if (only && (k_only < 0 || k_only >= static_cast<long>(std::size(configs))))
+    GTEST_FAIL() << "WEFT_CLUSTER_DIFF_CONFIG=" << only << ": a configuration number, 0 to " << std::size(configs) - 1;
   u64 base = 1000;
-  for (const Config& c : configs) {
-    run_programs(c, base, programs(60), nullptr);
-    base += 100000;
-  }
+  for (long k = 0; k < static_cast<long>(std::size(configs)); ++k, base += 100000)
+    if (k_only < 0 || k == k_only) run_programs(configs[k], base, programs(k_only < 0 ? 60 : 600), nullptr);
 }
 
 }  // namespace
