@@ -124,6 +124,12 @@ class remote_error : public std::runtime_error {
 /// Counters of this process's part of the cluster since the Runtime was constructed (all zero without one).
 struct ClusterStats {
   std::uint64_t tasks_offloaded = 0;      ///< tasks spawned here that ran on another process
+  /// of which: sent by the spawning thread when they were spawned (their rank known then: weft::node, or the
+  /// locality policy), not when they became ready ...
+  std::uint64_t tasks_offloaded_at_spawn = 0;
+  /// ... and of those: sent before their predecessors had ended, all of which run on the same process, which
+  /// orders the task after them (no message between a predecessor's end and the task's start)
+  std::uint64_t tasks_linked = 0;
   std::uint64_t tasks_received = 0;       ///< tasks other processes offloaded here
   std::uint64_t control_messages = 0;     ///< messages sent that carry no data: the five kinds below
   std::uint64_t task_messages = 0;        ///< of which: a task sent to its executor

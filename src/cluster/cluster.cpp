@@ -19,13 +19,25 @@
 // Holders may include a rank to which a transfer is in flight: that rank's Incoming table makes its tasks wait
 // for the arrival.
 //
+// Sent at spawn, and links (the paper's namespace). A task whose rank is known when it is spawned (weft::node, or
+// the locality policy) is sent by the spawning thread then (executor_at_spawn), not by a worker when it is
+// ready. If it still has unfinished predecessors, and each is a task already sent to that same rank, the task
+// message names them (links, by the creator's number for their task messages): the executor links the task
+// after them there, as siblings in its namespace, so that a predecessor's end starts the task with no message
+// on the way (the done message to the creator and a task message back cost about 7 MPI latencies). The
+// creator still registers the task, after the same predecessors: it completes there when the done message
+// comes (the executor reports a predecessor done before it starts the successor, so the creator's cells see
+// them in order). A linked access's holders are the predecessors' when they end; one that ended before the
+// task arrived left the data on that rank, unless it failed or a child wrote the datum elsewhere
+// (ended_tasks_).
+//
 // Weak accesses. A task with weak accesses is ready at once and offloaded early. Its weak node here completes
 // when the datum's predecessors have finished (weak_ready): the current holders then go to the executor in a
 // Satisfy message (or with the task itself if the node was done first), which releases the weak node standing
 // for the access there, and with it the children waiting on it.
 //
 // Messages (per pair of ranks, the transport keeps their order): task (creator -> executor: the accesses, their
-// holders where known, the body's bytes and code address), done (executor -> creator: final holders of each
+// holders where known, links, the body's bytes and code address), done (executor -> creator: final holders of each
 // access, the error), satisfy (creator -> executor: a weak access's holders), fetch (a rank that needs a datum ->
 // a holder), data (the bytes: the reply to a fetch, or sent eagerly with a task by a creator that holds them;
 // placed straight at the datum's address), end (rank 0 -> all: the run is over). Every message carries its run's
@@ -70,7 +82,7 @@ namespace weft::detail {
 #ifdef WEFT_HAVE_MPI
 namespace {
 
-constexpr std::uint8_t kSatisfied = 1, kSent = 2, kEager = 4;
+constexpr std::uint8_t kSatisfied = 1, kSent = 2, kEager = 4, kLinked = 8;
 
 bool writes(AccessMode m) {
   return m == AccessMode::out || m == AccessMode::inout || m == AccessMode::weak_out || m == AccessMode::weak_inout;
@@ -160,20 +172,31 @@ namespace comm = weft::comm;
 
 // --- wire formats (plain structs copied with memcpy; every rank runs the same build) ---
 struct WireTask {
-  std::uint64_t id;
+  std::uint64_t id;   // the creator's descriptor (named by the done message)
+  std::uint64_t seq;  // the creator's number for this message (names the task in satisfy messages and links)
   CodeAddress code;
   CodeAddress label;
   std::int32_t priority;
   std::uint32_t n_acc;
+  std::uint32_t n_links;
   std::uint32_t closure_size;
   std::uint32_t closure_align;
 };
+// The payload of a task message: n_acc WireAccess, n_links WireLink, the closure's bytes.
 struct WireAccess {
   std::uint64_t address;
   std::uint64_t bytes;
   Holders holders;
   std::uint8_t mode;
-  std::uint8_t flags;  // kSatisfied: `holders` is known (always for strong accesses); kEager: the bytes follow
+  // kSatisfied: `holders` is known (always for strong accesses but linked ones); kEager: the bytes follow;
+  // kLinked: the access waits for tasks the creator offloaded to this executor before (its WireLinks), and its
+  // holders are theirs when they end.
+  std::uint8_t flags;
+};
+struct WireLink {
+  std::uint64_t pred_seq;  // a task the same creator sent to this executor earlier
+  std::uint32_t access;    // the access of this task that waits for it
+  std::uint32_t unused = 0;
 };
 struct WireDone {
   std::uint64_t id;
@@ -181,7 +204,7 @@ struct WireDone {
   std::uint32_t error_size;
 };
 struct WireSatisfy {
-  std::uint64_t id;
+  std::uint64_t seq;
   std::uint32_t index;
   Holders holders;
 };
@@ -278,7 +301,7 @@ class Cluster final : public Engine::Service {
   ClusterTask root_state;  // the directory of the runs' roots (data locations outlive a run)
 
   // Counters (ClusterStats; messages by kind: the transport's).
-  std::atomic<std::uint64_t> offloaded{0}, received{0}, bytes_eager{0}, bytes_lazy{0}, flushes{0};
+  std::atomic<std::uint64_t> offloaded{0}, offloaded_at_spawn{0}, linked{0}, received{0}, bytes_eager{0}, bytes_lazy{0}, flushes{0};
   std::atomic<std::uint64_t> data_wait_ns{0}, flush_wait_ns{0};
   ClusterStats stats() const;
   std::uint64_t counters_id = 0;  // the profile's "cluster" section
@@ -294,6 +317,7 @@ class Cluster final : public Engine::Service {
       bool eager;
     };
     std::vector<Forward> forwards;  // sends of the datum that wait for it (a fetch served, an eager send)
+    int asked = -1;                 // the rank a fetch went to (-1: announced by its sender); for the watchdog
   };
   struct Kept {  // a message of a run this rank has not begun
     comm::Kind kind;
@@ -303,6 +327,24 @@ class Cluster final : public Engine::Service {
   };
 
   int choose_executor(ClusterTask& c);
+  /// A link of a task sent at spawn: its access `access` waits for the task the creator numbered `pred_seq`,
+  /// which runs on the same executor.
+  struct SpawnLink {
+    std::uint32_t access;
+    std::uint64_t pred_seq;
+  };
+  /// The locality policy's rank for c; with `links`, their accesses' data counted on `predicted` (where their
+  /// predecessors run and leave it).
+  int locality_choice(const ClusterTask& c, const std::vector<SpawnLink>* links, int predicted);
+  /// The executor of a task being spawned, if it can be offloaded now: it has no unfinished predecessor and
+  /// goes to another rank; or each unfinished predecessor is a task already sent to one rank, which orders the
+  /// task after them there (the paper's namespace: no message on the path from one to the other), and the task
+  /// goes there anyway (its node clause, or the locality policy counting their data there). -1 otherwise.
+  /// Fills `links`.
+  int executor_at_spawn(Task* p, ClusterTask& c, std::vector<SpawnLink>& links);
+  /// Sends t to c.executor: the task message, then what must follow it (satisfy messages of weak accesses
+  /// satisfied meanwhile, eager data). Destroys the body (its bytes travel).
+  void send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& links);
   void offload(Worker& w, Task* t, ClusterTask& c);
   bool gather_data(Worker& w, Task* t, ClusterTask& c);
   void send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload = {});
@@ -366,7 +408,31 @@ class Cluster final : public Engine::Service {
     return it != readers_.end() && it->second > 0;
   }
   std::mutex received_m_;
-  std::unordered_map<std::uint64_t, Task*> received_;  // (creator << 48 | index) -> task, see on_task
+  // Tasks received here and not ended: received_key(creator, seq) -> the task and its state (which its
+  // completion takes from Task::cluster before it leaves this table).
+  std::unordered_map<std::uint64_t, std::pair<Task*, ClusterTask*>> received_;
+  // Tasks received here that ended and that a task linked to them could not take for granted: they failed, or
+  // data they wrote is not here (a child wrote it elsewhere); forgotten at the end of the run. A task linked to a
+  // task that ended and is not listed takes its data as here. Under received_m_.
+  struct Ended {
+    bool failed = false;
+    std::vector<std::pair<const void*, Holders>> moved;  // written, and held elsewhere only
+  };
+  std::unordered_map<std::uint64_t, Ended> ended_tasks_;
+  static std::uint64_t received_key(int creator, std::uint64_t seq) {
+    return (static_cast<std::uint64_t>(creator) << 56) ^ seq;
+  }
+  // Tasks sent from here whose done message has not been handled: their executor and number, for tasks spawned
+  // meanwhile that may link to them (executor_at_spawn). `sent`: the message is out (a link to a task whose
+  // message is not may not overtake it).
+  struct InFlight {
+    int executor;
+    std::uint64_t seq;
+    bool sent;
+  };
+  std::mutex flight_m_;
+  std::unordered_map<const Task*, InFlight> in_flight_;
+  std::atomic<std::uint64_t> next_seq_{1};
   std::mutex regions_m_;
   std::vector<WireRegion> regions_;  // rank 0: dmalloc regions not yet published
   std::atomic<std::uint32_t> round_robin_{0};
@@ -468,6 +534,8 @@ Cluster::Cluster(Engine& e) : engine(e) {
     const ClusterStats s = stats();
     auto count = [&](const char* name, std::uint64_t v) { out.push_back(weft::Counter{name, false, v, 0}); };
     count("tasks_offloaded", s.tasks_offloaded);
+    count("tasks_offloaded_at_spawn", s.tasks_offloaded_at_spawn);
+    count("tasks_linked", s.tasks_linked);
     count("tasks_received", s.tasks_received);
     count("control_messages", s.control_messages);
     count("task_messages", s.task_messages);
@@ -493,6 +561,8 @@ Cluster::~Cluster() {
 ClusterStats Cluster::stats() const {
   ClusterStats st;
   st.tasks_offloaded = offloaded.load(std::memory_order_relaxed);
+  st.tasks_offloaded_at_spawn = offloaded_at_spawn.load(std::memory_order_relaxed);
+  st.tasks_linked = linked.load(std::memory_order_relaxed);
   st.tasks_received = received.load(std::memory_order_relaxed);
   const comm::TransportStats t = transport.stats();
   auto sent = [&](comm::Kind k) { return k < t.kinds.size() ? t.kinds[k].messages_sent : 0; };
@@ -587,10 +657,66 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
     trace::on_spawn_end(w);
     throw;
   }
+  // Offloaded now, by this thread, where possible (see executor_at_spawn): the task here completes when its
+  // executor reports it done, as an offloaded task does (a completion unit, taken before registration: once
+  // linked, a predecessor's end may run it, which here only ends its body).
+  std::vector<SpawnLink> links;
+  int at_spawn = -1;
+  if (c->node != -2 && (c->node >= 0 || engine.options.offload_policy == OffloadPolicy::locality))
+    at_spawn = executor_at_spawn(p, *c, links);
+  if (at_spawn >= 0) {
+    c->sent_at_spawn = true;
+    c->role = ClusterTask::Role::offloaded;
+    c->executor = at_spawn;
+    c->data_ready = true;
+    t->alive.fetch_add(kEventUnit, std::memory_order_relaxed);
+    held_events(p).fetch_add(1, std::memory_order_relaxed);
+  }
   t->cluster = c.get();
   t->kind = &kClusterTask;  // before registration: once linked, a predecessor may run it
-  register_and_schedule(w, p, t, acc, n, attrs);  // on failure t is gone, and c with it
-  c.release();
+  try {
+    register_and_schedule(w, p, t, acc, n, attrs);  // on failure t is gone, and c with it
+  } catch (...) {
+    if (at_spawn >= 0) held_events(p).fetch_sub(1, std::memory_order_relaxed);
+    throw;
+  }
+  ClusterTask& cs = *c.release();
+  // Sent after registration (which sets its priority and label); until then nothing here waits for it (its
+  // completion needs the done message).
+  if (at_spawn >= 0) {
+    send_task(t, cs, links);
+    offloaded_at_spawn.fetch_add(1, std::memory_order_relaxed);
+    if (!links.empty()) linked.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+int Cluster::executor_at_spawn(Task* p, ClusterTask& c, std::vector<SpawnLink>& links) {
+  thread_local std::vector<Task*> preds;
+  int exec = -1;
+  std::lock_guard<std::mutex> g(flight_m_);
+  for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+    const ClusterAccess& a = c.acc[i];
+    if (is_weak_mode(a.mode)) return -1;  // a weak access is offloaded at once anyway, with satisfy messages
+    preds.clear();
+    if (!pending_predecessors(p, a.address, a.mode, preds)) return -1;
+    for (Task* pred : preds) {
+      // A predecessor that is not an offloaded task whose message is out (a local one, one still waiting to
+      // be offloaded, or one whose done message was handled meanwhile): the usual way.
+      auto it = in_flight_.find(pred);
+      if (it == in_flight_.end() || !it->second.sent || (exec >= 0 && it->second.executor != exec)) return -1;
+      exec = it->second.executor;
+      links.push_back({i, it->second.seq});
+    }
+  }
+  if (exec < 0) {
+    // Nothing to wait for: ready now. Where the policy sends it is known: sent from here at once, rather than
+    // by the worker that would take it from the queue (a task spawned next may then link to it).
+    const int r = c.node >= 0 ? c.node : locality_choice(c, nullptr, -1);
+    if (r == rank) c.executor = rank;  // runs here (its run need not ask the policy again)
+    return r == rank ? -1 : r;
+  }
+  if (c.node >= 0) return c.node == exec ? exec : -1;
+  return locality_choice(c, &links, exec) == exec ? exec : -1;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -607,46 +733,57 @@ int Cluster::choose_executor(ClusterTask& c) {
       thread_local std::minstd_rand rng(static_cast<unsigned>(rank * 7919 + 17));
       return static_cast<int>(rng() % static_cast<unsigned>(size));
     }
-    case OffloadPolicy::locality: {
-      // Bytes each rank already holds of what the task reads; for data not written yet (out, or weak access
-      // not satisfied), the affinity of its dmalloc distribution.
-      std::uint64_t score[64] = {}, written[64] = {};
-      bool any = false;
-      AddressSpace& as = AddressSpace::get();
-      for (std::uint32_t i = 0; i < c.n_acc; ++i) {
-        const ClusterAccess& a = c.acc[i];
-        // What the task writes counts twice (read and written where it is, its result stays there: owner
-        // computes), so that a tie between an input and the datum updated goes to the datum's rank.
-        const std::uint64_t weight = a.bytes * (writes(a.mode) && a.mode != AccessMode::out ? 2 : 1);
-        const bool known = !is_weak_mode(a.mode) || (a.weak_state.load(std::memory_order_acquire) & kSatisfied);
-        if (a.mode != AccessMode::out && known) {
-          const Holders h = is_weak_mode(a.mode) ? a.holders.load(std::memory_order_acquire)
-                                                 : a.where->load(std::memory_order_acquire);
-          for (int r = 0; r < size; ++r)
-            if (h & bit(r)) {
-              score[r] += weight, any = true;
-              if (weight > a.bytes) written[r] += a.bytes;
-            }
-        } else if (int r = as.affinity(a.address); r >= 0) {
-          score[r] += weight;
-          any = true;
-        }
-      }
-      if (!any)
-        return static_cast<int>(round_robin_.fetch_add(1, std::memory_order_relaxed) % static_cast<unsigned>(size));
-      // A tie goes to the rank holding more of what the task updates (the update of a tile whose two inputs
-      // are on another rank: the tile stays put, and so does the next update of it), then stays here.
-      int best = rank;
-      for (int r = 0; r < size; ++r)
-        if (score[r] > score[best] || (score[r] == score[best] && written[r] > written[best])) best = r;
-      return best;
-    }
+    case OffloadPolicy::locality:
+      return locality_choice(c, nullptr, -1);
   }
   return rank;
 }
 
+int Cluster::locality_choice(const ClusterTask& c, const std::vector<SpawnLink>* links, int predicted) {
+  // Bytes each rank already holds of what the task reads; for data not written yet (out, or weak access not
+  // satisfied), the affinity of its dmalloc distribution; for an access linked to predecessors that run on
+  // `predicted`, that rank (they leave the datum's latest version there).
+  std::uint64_t score[64] = {}, written[64] = {};
+  bool any = false;
+  AddressSpace& as = AddressSpace::get();
+  for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+    const ClusterAccess& a = c.acc[i];
+    // What the task writes counts twice (read and written where it is, its result stays there: owner
+    // computes), so that a tie between an input and the datum updated goes to the datum's rank.
+    const std::uint64_t weight = a.bytes * (writes(a.mode) && a.mode != AccessMode::out ? 2 : 1);
+    const bool known = !is_weak_mode(a.mode) || (a.weak_state.load(std::memory_order_acquire) & kSatisfied);
+    const bool linked =
+        links && std::any_of(links->begin(), links->end(), [&](const SpawnLink& l) { return l.access == i; });
+    if (a.mode != AccessMode::out && known) {
+      const Holders h = linked ? bit(predicted)
+                        : is_weak_mode(a.mode) ? a.holders.load(std::memory_order_acquire)
+                                               : a.where->load(std::memory_order_acquire);
+      for (int r = 0; r < size; ++r)
+        if (h & bit(r)) {
+          score[r] += weight, any = true;
+          if (weight > a.bytes) written[r] += a.bytes;
+        }
+    } else if (int r = as.affinity(a.address); r >= 0) {
+      score[r] += weight;
+      any = true;
+    }
+  }
+  if (!any)
+    return static_cast<int>(round_robin_.fetch_add(1, std::memory_order_relaxed) % static_cast<unsigned>(size));
+  // A tie goes to the rank holding more of what the task updates (the update of a tile whose two inputs are on
+  // another rank: the tile stays put, and so does the next update of it), then stays here.
+  int best = rank;
+  for (int r = 0; r < size; ++r)
+    if (score[r] > score[best] || (score[r] == score[best] && written[r] > written[best])) best = r;
+  return best;
+}
+
 void Cluster::run(Worker& w, Task* t) {
   ClusterTask& c = *t->cluster;
+  if (c.sent_at_spawn) {  // its predecessors here have ended; its executor runs it (sent when it was spawned)
+    end_body(w, t);
+    return;
+  }
   if (!c.data_ready) {
     if (t->cancelled.load(std::memory_order_relaxed)) {
       c.data_ready = true;  // a cancelled task moves no data and runs nowhere else
@@ -664,12 +801,28 @@ void Cluster::run(Worker& w, Task* t) {
 
 void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
   c.role = ClusterTask::Role::offloaded;
+  // The task completes when its executor reports it done: a completion unit, as weft::Event takes.
+  t->alive.fetch_add(kEventUnit, std::memory_order_relaxed);
+  if (Task* p = t->parent) held_events(p).fetch_add(1, std::memory_order_relaxed);
+  send_task(t, c, {});
+  c.data_ready = true;
+  end_body(w, t);
+}
+
+void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& links) {
   const int dest = c.executor;
   const bool eager = engine.options.eager_transfers;
   const OffloadOps& ops = *c.ops;
   const void* closure = ops.inline_stored ? static_cast<const void*>(t->body) : *reinterpret_cast<void**>(t->body);
-  WireTask head{reinterpret_cast<std::uint64_t>(t), code.encode(reinterpret_cast<const void*>(ops.invoke)),
-                CodeAddress{}, t->priority, c.n_acc, static_cast<std::uint32_t>(ops.size),
+  c.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  WireTask head{reinterpret_cast<std::uint64_t>(t),
+                c.seq,
+                code.encode(reinterpret_cast<const void*>(ops.invoke)),
+                CodeAddress{},
+                t->priority,
+                c.n_acc,
+                static_cast<std::uint32_t>(links.size()),
+                static_cast<std::uint32_t>(ops.size),
                 static_cast<std::uint32_t>(ops.align)};
   if (t->label) {
     try {
@@ -677,8 +830,13 @@ void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
     } catch (const std::invalid_argument&) {  // a label that is no literal: the executor's trace goes without
     }
   }
-  std::vector<std::byte> payload(c.n_acc * sizeof(WireAccess) + ops.size);
-  std::vector<std::uint32_t> eager_sends;
+  const std::size_t links_at = c.n_acc * sizeof(WireAccess), closure_at = links_at + links.size() * sizeof(WireLink);
+  std::vector<std::byte> payload(closure_at + ops.size);
+  struct Eager {
+    const void* address;
+    std::size_t bytes;
+  };
+  std::vector<Eager> eager_sends;
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
     ClusterAccess& a = c.acc[i];
     WireAccess wa{reinterpret_cast<std::uint64_t>(a.address), a.bytes, 0, static_cast<std::uint8_t>(a.mode), 0};
@@ -689,43 +847,62 @@ void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
         wa.holders = a.holders.load(std::memory_order_acquire);
         wa.flags = kSatisfied;
       }
+    } else if (std::any_of(links.begin(), links.end(), [&](const SpawnLink& l) { return l.access == i; })) {
+      wa.flags = kLinked;  // its holders are its predecessors' there, when they end
     } else {
       Holders h = a.where->load(std::memory_order_acquire);
+      wa.flags = kSatisfied;
       if (a.mode != AccessMode::out && !(h & bit(dest)) && eager && (h & bit(rank))) {
-        eager_sends.push_back(i);
+        eager_sends.push_back({a.address, a.bytes});
         h |= bit(dest);  // it will have it: the executor waits for the data announced here
         if (a.mode == AccessMode::in) a.where->fetch_or(bit(dest), std::memory_order_acq_rel);
+        wa.flags |= kEager;
       }
       wa.holders = h;
-      wa.flags = kSatisfied | (!eager_sends.empty() && eager_sends.back() == i ? kEager : 0);
     }
     std::memcpy(payload.data() + i * sizeof(WireAccess), &wa, sizeof wa);
   }
-  std::memcpy(payload.data() + c.n_acc * sizeof(WireAccess), closure, ops.size);
-  // The task completes when its executor reports it done: a completion unit, as weft::Event takes.
-  t->alive.fetch_add(kEventUnit, std::memory_order_relaxed);
-  if (Task* p = t->parent) held_events(p).fetch_add(1, std::memory_order_relaxed);
+  for (std::size_t k = 0; k < links.size(); ++k) {
+    const WireLink l{links[k].pred_seq, links[k].access};
+    std::memcpy(payload.data() + links_at + k * sizeof(WireLink), &l, sizeof l);
+  }
+  std::memcpy(payload.data() + closure_at, closure, ops.size);
+  // The executor runs its copy. Destroyed before the message leaves: a task sent at spawn (divert_spawn) may end,
+  // and its descriptor be recycled, as soon as it has; nothing below reads t but the weak accesses of a task
+  // offloaded when it ran, which cannot end before its body does.
+  t->body_ops->destroy(t);
+  const std::uint64_t seq = c.seq;
+  const bool at_spawn = c.sent_at_spawn;
+  {
+    std::lock_guard<std::mutex> g(flight_m_);
+    in_flight_[t] = {dest, seq, false};
+  }
   send(dest, k_task_, as_bytes_of(head), payload);
-  // Each weak access: from now on weak_ready sends its satisfy message itself; if it ran since the access was
-  // written into the task message (not satisfied there), this thread sends it, after the task message.
-  for (std::uint32_t i = 0; i < c.n_acc; ++i) {
-    ClusterAccess& a = c.acc[i];
-    if (!is_weak_mode(a.mode)) continue;
-    WireAccess wa;
-    std::memcpy(&wa, payload.data() + i * sizeof(WireAccess), sizeof wa);
-    if ((a.weak_state.fetch_or(kSent, std::memory_order_acq_rel) & kSatisfied) && !(wa.flags & kSatisfied)) {
-      const WireSatisfy sat{reinterpret_cast<std::uint64_t>(t), i, a.holders.load(std::memory_order_acquire)};
-      send(dest, k_satisfy_, as_bytes_of(sat));
+  {
+    // Out: tasks spawned from now on may be linked to it (their messages follow). The number tells it from a
+    // task that reused its descriptor, had it ended meanwhile.
+    std::lock_guard<std::mutex> g(flight_m_);
+    if (auto it = in_flight_.find(t); it != in_flight_.end() && it->second.seq == seq) it->second.sent = true;
+  }
+  if (!at_spawn) {
+    // Each weak access: from now on weak_ready sends its satisfy message itself; if it ran since the access
+    // was written into the task message (not satisfied there), this thread sends it, after the task message.
+    for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+      ClusterAccess& a = c.acc[i];
+      if (!is_weak_mode(a.mode)) continue;
+      WireAccess wa;
+      std::memcpy(&wa, payload.data() + i * sizeof(WireAccess), sizeof wa);
+      if ((a.weak_state.fetch_or(kSent, std::memory_order_acq_rel) & kSatisfied) && !(wa.flags & kSatisfied)) {
+        const WireSatisfy sat{seq, i, a.holders.load(std::memory_order_acquire)};
+        send(dest, k_satisfy_, as_bytes_of(sat));
+      }
     }
   }
   if (!eager_sends.empty()) {
     std::lock_guard<std::mutex> g(in_m_);
-    for (std::uint32_t i : eager_sends) send_when_here_locked(dest, c.acc[i].address, c.acc[i].bytes, true);
+    for (const Eager& e : eager_sends) send_when_here_locked(dest, e.address, e.bytes, true);
   }
   offloaded.fetch_add(1, std::memory_order_relaxed);
-  t->body_ops->destroy(t);  // the executor runs its copy
-  c.data_ready = true;
-  end_body(w, t);
 }
 
 void Cluster::send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload) {
@@ -783,6 +960,7 @@ void Cluster::fetch_to_here(const void* address, std::size_t bytes, Holders h, T
   int from = 0;
   while (from < size && !(h & bit(from))) ++from;
   if (from >= size) comm::abort_job("weft::cluster: a datum has no holder (internal error)");
+  incoming_[address].asked = from;
   const WireData d{reinterpret_cast<std::uint64_t>(address), bytes};
   send(from, k_fetch_, as_bytes_of(d));
 }
@@ -889,9 +1067,31 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   std::memcpy(payload.data() + c->n_acc * sizeof(Holders), c->error.data(), c->error.size());
   const WireDone d{c->creator_id, c->n_acc, static_cast<std::uint32_t>(c->error.size())};
   {
+    // Under received_m_ with the erasure: a task received from now on that links to this one finds it ended
+    // (ended_tasks_); one received before is in local_successors and waits on an edge (released below).
     std::lock_guard<std::mutex> g(received_m_);
-    received_.erase((static_cast<std::uint64_t>(c->creator) << 56) ^ c->creator_id);
+    const std::uint64_t key = received_key(c->creator, c->seq);
+    received_.erase(key);
+    const bool failed = cancelled || !c->error.empty();
+    auto holders_of = [&](const void* address) {
+      for (std::uint32_t i = 0; i < c->n_acc; ++i)
+        if (c->acc[i].address == address) return c->acc[i].holders.load(std::memory_order_acquire);
+      return bit(rank);
+    };
+    for (const LocalSuccessor& s : c->local_successors) {
+      // Read by the successor once its edge is released (the release orders it).
+      s.succ->cluster->acc[s.succ_access].holders.fetch_or(holders_of(s.address), std::memory_order_relaxed);
+      if (failed) s.succ->cancelled.store(true, std::memory_order_relaxed);  // as a failed predecessor does
+    }
+    Ended e;
+    e.failed = failed;
+    for (std::uint32_t i = 0; i < c->n_acc; ++i) {
+      const Holders h = c->acc[i].holders.load(std::memory_order_acquire);
+      if (writes(c->acc[i].mode) && !(h & bit(rank))) e.moved.emplace_back(c->acc[i].address, h);
+    }
+    if (e.failed || !e.moved.empty()) ended_tasks_[key] = std::move(e);
   }
+  // Before the successors linked here are released: the creator must see this task end before them.
   send(c->creator, k_done_, as_bytes_of(d), payload);
   const bool counted = complete_dependency(w, t, best, todo);
   free_dependency_task(w, t);
@@ -916,7 +1116,7 @@ void Cluster::weak_ready(Worker& w, Task* t, Task* node) {
       const Holders h = a.where->load(std::memory_order_acquire);
       a.holders.store(h, std::memory_order_release);
       if (a.weak_state.fetch_or(kSatisfied, std::memory_order_acq_rel) & kSent) {
-        const WireSatisfy s{reinterpret_cast<std::uint64_t>(t), i, h};
+        const WireSatisfy s{c.seq, i, h};
         send(c.executor, k_satisfy_, as_bytes_of(s));
       }
     }
@@ -1028,11 +1228,13 @@ void Cluster::on_task(const comm::Message& m) {
   c->role = ClusterTask::Role::received;
   c->creator = m.source();
   c->creator_id = head.id;
+  c->seq = head.seq;
   c->executor = rank;
   c->n_acc = head.n_acc;
   c->acc = std::make_unique<ClusterAccess[]>(head.n_acc);
   const std::byte* p = m.payload().data();
-  if (m.payload().size() < head.n_acc * sizeof(WireAccess) + head.closure_size)
+  const std::size_t links_at = head.n_acc * sizeof(WireAccess), closure_at = links_at + head.n_links * sizeof(WireLink);
+  if (m.payload().size() < closure_at + head.closure_size)
     comm::abort_job("weft::cluster: a malformed task message from rank " + std::to_string(m.source()));
   std::uint32_t n_weak = 0;
   {
@@ -1053,7 +1255,7 @@ void Cluster::on_task(const comm::Message& m) {
   }
   // The body: the closure's bytes in storage of their own, run by the code the creator named.
   void* closure = ::operator new(std::max<std::size_t>(head.closure_size, 1), std::align_val_t(head.closure_align));
-  std::memcpy(closure, p + head.n_acc * sizeof(WireAccess), head.closure_size);
+  std::memcpy(closure, p + closure_at, head.closure_size);
   auto invoke = reinterpret_cast<void (*)(void*, Context&)>(const_cast<void*>(code.decode(head.code)));
   ReceivedBody body(invoke, closure, head.closure_align, c.get());
   Task* t = w.allocate();
@@ -1081,15 +1283,56 @@ void Cluster::on_task(const comm::Message& m) {
       ++w.counters.internal_nodes;
     }
   }
+  t->cluster = c.get();
+  // Links (a task sent at spawn, see divert_spawn): each of its accesses that waits for tasks its creator sent here
+  // before. One still here gets an edge to it (its end releases this task, here, with no message), and a
+  // LocalSuccessor entry (its end gives this access its holders). One that has ended left its data here,
+  // unless ended_tasks_ says otherwise.
+  std::uint32_t edges = 0;
   {
     std::lock_guard<std::mutex> g(received_m_);
-    received_[(static_cast<std::uint64_t>(m.source()) << 56) ^ head.id] = t;
+    received_[received_key(m.source(), head.seq)] = {t, c.get()};
+    if (head.n_links > kInlineEdges) t->extra_edges = new EdgeNode[head.n_links];
+    EdgeNode* nodes = head.n_links > kInlineEdges ? t->extra_edges : t->edges;
+    for (std::uint32_t k = 0; k < head.n_links; ++k) {
+      WireLink l;
+      std::memcpy(&l, p + links_at + k * sizeof l, sizeof l);
+      if (l.access >= head.n_acc) comm::abort_job("weft::cluster: a malformed link from rank " + std::to_string(m.source()));
+      ClusterAccess& a = c->acc[l.access];
+      const std::uint64_t key = received_key(m.source(), l.pred_seq);
+      if (auto it = received_.find(key); it != received_.end()) {
+        auto [pred, pred_state] = it->second;
+        pred_state->local_successors.push_back({t, l.access, a.address});
+        EdgeNode* e = &nodes[edges++];
+        e->succ = t;
+        // Never closed here: pred closes its successor list only after leaving received_ (under this lock).
+        // Release: pred's completion acquires the node with its exchange.
+        std::uintptr_t h = pred->succ_head.load(std::memory_order_relaxed);
+        do {
+          WEFT_ASSERT(h != kClosed);
+          e->next = reinterpret_cast<EdgeNode*>(h);
+        } while (!pred->succ_head.compare_exchange_weak(h, reinterpret_cast<std::uintptr_t>(e),
+                                                        std::memory_order_release, std::memory_order_relaxed));
+        ++w.counters.edges_created;
+      } else {
+        Holders h = bit(rank);
+        if (auto e = ended_tasks_.find(key); e != ended_tasks_.end()) {
+          if (e->second.failed) t->cancelled.store(true, std::memory_order_relaxed);
+          for (const auto& [address, holders] : e->second.moved)
+            if (address == a.address) h = holders;
+        }
+        a.holders.fetch_or(h, std::memory_order_relaxed);
+      }
+    }
+    // Counted before the lock is left: a predecessor may end right after.
+    t->pending.store(static_cast<std::int32_t>(edges), std::memory_order_relaxed);
+    t->n_edges = edges;
   }
-  t->cluster = c.release();
+  c.release();
   received.fetch_add(1, std::memory_order_relaxed);
   count_new_child(w, root);
   ++w.counters.tasks_created;
-  schedule(w, t);
+  if (edges == 0) schedule(w, t);
 }
 
 void Cluster::on_satisfy(const comm::Message& m) {
@@ -1097,9 +1340,9 @@ void Cluster::on_satisfy(const comm::Message& m) {
   Task* t;
   {
     std::lock_guard<std::mutex> g(received_m_);
-    auto it = received_.find((static_cast<std::uint64_t>(m.source()) << 56) ^ s.id);
+    auto it = received_.find(received_key(m.source(), s.seq));
     if (it == received_.end()) comm::abort_job("weft::cluster: a satisfy message for an unknown task");
-    t = it->second;
+    t = it->second.first;
   }
   ClusterAccess& a = t->cluster->acc[s.index];
   a.holders.store(s.holders, std::memory_order_release);
@@ -1118,6 +1361,10 @@ void Cluster::on_done(const comm::Message& m) {
   const WireDone d = read_header<WireDone>(m);
   Task* t = reinterpret_cast<Task*>(d.id);
   ClusterTask& c = *t->cluster;
+  {
+    std::lock_guard<std::mutex> g(flight_m_);
+    in_flight_.erase(t);  // tasks spawned from now on wait for it here (it ends below, or soon)
+  }
   const std::byte* p = m.payload().data();
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
     Holders h;
@@ -1208,9 +1455,20 @@ std::size_t Cluster::poll_source(void* self) noexcept {
 
 std::string Cluster::view() {
   std::size_t awaited = 0;
+  std::string data;  // the first few awaited, with what waits for them
   {
     std::lock_guard<std::mutex> g(in_m_);
-    for (const auto& [a, in] : incoming_) awaited += in.expected > 0 ? 1 : 0;
+    for (const auto& [a, in] : incoming_) {
+      if (in.expected <= 0) continue;
+      if (++awaited > 8) continue;
+      char line[160];
+      std::snprintf(line, sizeof line, "\n  datum %p: %d transfer(s) awaited (%s), %zu task(s) and %zu wait(s) wait for it",
+                    a, in.expected,
+                    in.asked >= 0 ? ("fetched from rank " + std::to_string(in.asked)).c_str() : "sent by its creator",
+                    in.tasks.size(), in.counters.size());
+      data += line;
+      for (const Incoming::Forward& f : in.forwards) data += ", then goes to rank " + std::to_string(f.dest);
+    }
   }
   const std::uint64_t off = offloaded.load(), done = done_received_.load(), rec = received.load(),
                       fin = received_completed_.load();
@@ -1218,7 +1476,7 @@ std::string Cluster::view() {
          (running_.load() ? " (running)" : " (between runs)") + ", tasks offloaded from here not done " +
          std::to_string(off - done) + ", tasks received here not done " + std::to_string(rec - fin) +
          ", data awaited here " + std::to_string(awaited) + ", transport operations outstanding " +
-         std::to_string(transport.outstanding());
+         std::to_string(transport.outstanding()) + data;
 }
 
 void Cluster::watch() {
@@ -1321,6 +1579,11 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
                 return self.ended_.load(std::memory_order_acquire) >= run && unfinished_children(w, root) == 0;
               },
               nullptr, /*keep_polling=*/true);
+        }
+        {
+          // Every task of the run has ended: no task message can link to them any more.
+          std::lock_guard<std::mutex> g(self.received_m_);
+          self.ended_tasks_.clear();
         }
         // What this rank still owes the others (its last reports, the end messages) leaves before the run ends.
         while (self.transport.outstanding() != 0)

@@ -41,6 +41,14 @@ struct ClusterAccess {
   Task* weak_node = nullptr;                 ///< received weak access: the node its children wait on
 };
 
+/// On an executor: a task received later that waits here for this one (its access `succ_access` to `address`),
+/// linked by its creator to this predecessor (see Cluster::executor_at_spawn). Guarded by Cluster::received_m_.
+struct LocalSuccessor {
+  Task* succ;
+  std::uint32_t succ_access;
+  const void* address;
+};
+
 /// What a task of a cluster keeps (Task::cluster): its accesses, where its data is, its children's data.
 struct ClusterTask {
   enum class Role : std::uint8_t { local, offloaded, received };
@@ -49,9 +57,12 @@ struct ClusterTask {
   bool reading = false;      ///< counted among the readers of its strong in/inout data here (Cluster::readers_)
   int node = -2;             ///< -2: not offloadable; -1: the policy picks; else that rank
   const OffloadOps* ops = nullptr;
+  bool sent_at_spawn = false;  ///< offloaded by the spawning thread (Cluster::executor_at_spawn)
   int executor = -1;
+  std::uint64_t seq = 0;          ///< offloaded or received: the creator's number for the task message
   int creator = -1;               ///< received: the rank that offloaded it ...
-  std::uint64_t creator_id = 0;   ///< ... and its name for the task there
+  std::uint64_t creator_id = 0;   ///< ... and its descriptor there (named by the done message)
+  std::vector<LocalSuccessor> local_successors;  ///< received: see LocalSuccessor
   std::atomic<int> missing{0};    ///< transfers it waits for before it runs
   std::uint32_t n_acc = 0;
   std::unique_ptr<ClusterAccess[]> acc;

@@ -99,6 +99,11 @@ void register_and_schedule(Worker& w, Task* p, Task* t, const Access* acc, std::
 bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n);
 /// Collects into w.scratch the tasks an `in` access to `address` would wait for.
 void writers_of(Worker& w, Task* parent, const void* address);
+/// The unfinished tasks an access of `mode` to `address`, spawned now by `parent`, would wait for (appended to
+/// `out`). False where that is not a plain list of tasks: a group (inoutset, commutative, reduction) or a join
+/// node, the parent's weak node, or a finished predecessor that failed (the accessor would be cancelled). The
+/// thread running parent's body (the domain's owner).
+bool pending_predecessors(Task* parent, const void* address, AccessMode mode, std::vector<Task*>& out);
 /// Frees the records of t's domain and the children they name (all finished).
 void destroy_domain(Worker& w, Task* t);
 /// Drops the records of t's domain that name only finished tasks (owner thread; e.g. after a taskwait).

@@ -942,6 +942,30 @@ void writers_of(Worker& w, Task* parent, const void* address) {
     w.scratch.push(r->writer);
 }
 
+bool pending_predecessors(Task* parent, const void* address, AccessMode mode, std::vector<Task*>& out) {
+  // A datum without a record yet: a parent's weak access on it would make its weak node the predecessor.
+  for (std::uint8_t k = 0; k < parent->n_weak; ++k)
+    if (parent->weak[k].address == address && !finished(parent->weak[k].node)) return false;
+  Record* r = parent->domain ? parent->domain->probe(address) : nullptr;
+  if (!r) return true;
+  if (r->group != kNoGroup) return false;
+  // The plain cases of read_access / write_access: a read waits for the writer; a write for the readers since
+  // the writer, else for the writer.
+  auto take = [&](Task* t) {
+    if (finished(t)) return !poisoned(t);  // no edge; a failed one would cancel the accessor here
+    if (t->kind == &kJoinNode || is_weak_node(t)) return false;
+    out.push_back(t);
+    return true;
+  };
+  const bool read = mode == AccessMode::in || mode == AccessMode::weak_in;
+  if (!read && !r->readers.empty()) {
+    for (Task* rd : r->readers)
+      if (!take(rd)) return false;
+    return true;
+  }
+  return !r->writer || take(r->writer);
+}
+
 namespace {
 // Closes r's open reduction group (its own, not borrowed) with a node, as a later access would; allocates.
 void close_open_reduction(Worker& w, Task* parent, Record& r) {

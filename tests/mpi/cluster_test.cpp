@@ -24,7 +24,11 @@ weft::Options cluster_options(unsigned threads = 2) {
   o.num_threads = threads;
   o.cluster = true;
   o.cluster_memory = std::size_t{1} << 29;  // ThreadSanitizer (with ASLR off) maps no more than about 1 GiB at once
-  o.comm_thread = weft::Options::from_environment().comm_thread;  // the jobs run with WEFT_COMM_THREAD=on too
+  // From the environment: the jobs run with WEFT_COMM_THREAD=on too; WEFT_WATCHDOG prints every rank's view of a
+  // hang (a search for one).
+  const weft::Options env = weft::Options::from_environment();
+  o.comm_thread = env.comm_thread;
+  o.watchdog_seconds = env.watchdog_seconds;
   return o;
 }
 
@@ -94,6 +98,79 @@ TEST(Cluster, ChainAcrossRanks) {
   for (int i = 0; i < 40; ++i) expect = expect * 3 % 1000003 + i;
   if (weft::node_id() == 0) {
     EXPECT_EQ(result, expect);
+  }
+}
+
+// Tasks spawned with their rank known (weft::node) are sent when spawned; a chain of them on one rank is linked
+// there (each waits for the previous one on that rank, no message in between), readers then a writer too.
+TEST(Cluster, ChainOnOneRankIsLinkedThere) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  const int last = nodes - 1;
+  static constexpr int kChain = 50, kReaders = 4;
+  std::int64_t result = 0, sums[kReaders] = {};
+  rt.run([&](weft::Context& cx) {
+    auto* x = weft::dmalloc<std::int64_t>(1);
+    auto* r = weft::dmalloc<std::int64_t>(kReaders);
+    cx.spawn([=] { *x = 1; }, weft::out(*x), weft::node(last));
+    for (int i = 0; i < kChain; ++i)
+      cx.spawn([=] { *x = *x * 3 % 1000003 + i; }, weft::inout(*x), weft::node(last));
+    for (int k = 0; k < kReaders; ++k)  // readers of the chain's end, then a writer after all of them
+      cx.spawn([=] { r[k] = *x + k; }, weft::in(*x), weft::out(r[k]), weft::node(last));
+    cx.spawn([=] { *x = -*x; }, weft::inout(*x), weft::node(last));
+    cx.taskwait();
+    result = *x;
+    for (int k = 0; k < kReaders; ++k) sums[k] = r[k];
+  });
+  std::int64_t expect = 1;
+  for (int i = 0; i < kChain; ++i) expect = expect * 3 % 1000003 + i;
+  if (weft::node_id() == 0) {
+    EXPECT_EQ(result, -expect);
+    for (int k = 0; k < kReaders; ++k) EXPECT_EQ(sums[k], expect + k) << "reader " << k;
+    const weft::ClusterStats s = rt.cluster_stats();
+    if (nodes > 1) {
+      // All of them sent when spawned (the rank of each is known), every one but the first after a task there.
+      EXPECT_EQ(s.tasks_offloaded_at_spawn, kChain + kReaders + 2u);
+      EXPECT_EQ(s.tasks_linked, kChain + kReaders + 1u);
+    } else {
+      EXPECT_EQ(s.tasks_offloaded_at_spawn, 0u);
+    }
+  }
+}
+
+// A task of a linked chain fails on its rank: the tasks linked after it there are cancelled (their bodies do
+// not run), and its error comes back to rank 0.
+TEST(Cluster, FailureInALinkedChainCancelsTheRest) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  static constexpr int kChain = 20, kFails = 7;
+  std::int64_t* x = nullptr;
+  bool caught = false;
+  rt.run([&](weft::Context& cx) {
+    x = weft::dmalloc<std::int64_t>(1);
+    cx.spawn([p = x] { *p = 0; }, weft::out(*x), weft::node(nodes - 1));
+    for (int i = 0; i < kChain; ++i)
+      cx.spawn(
+          [p = x, i] {
+            if (i == kFails) throw std::runtime_error("link " + std::to_string(i));
+            ++*p;
+          },
+          weft::inout(*x), weft::node(nodes - 1));
+    try {
+      cx.taskwait();
+    } catch (const std::runtime_error& e) {
+      caught = std::string(e.what()).find("link 7") != std::string::npos;
+    }
+  });
+  std::int64_t value = -1;
+  rt.run([&](weft::Context& cx) {
+    cx.spawn([&value, p = x] { value = *p; }, weft::in(*x));  // here: brings x from where it is
+    cx.taskwait();
+    weft::dfree(x);
+  });
+  if (weft::node_id() == 0) {
+    EXPECT_TRUE(caught);
+    EXPECT_EQ(value, kFails);  // the tasks before the failed one ran, none after it
   }
 }
 

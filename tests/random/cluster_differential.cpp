@@ -297,7 +297,11 @@ void run_programs(const Config& cfg, u64 seed_base, std::size_t count, const cha
   o.cluster_memory = std::size_t{1} << 29;  // ThreadSanitizer (with ASLR off) maps no more than about 1 GiB at once
   o.offload_policy = cfg.policy;
   o.eager_transfers = cfg.eager;
-  o.comm_thread = weft::Options::from_environment().comm_thread;  // the jobs run with WEFT_COMM_THREAD=on too
+  // From the environment: the jobs run with WEFT_COMM_THREAD=on too; WEFT_WATCHDOG prints every rank's view of a
+  // hang (a search for one).
+  const weft::Options env = weft::Options::from_environment();
+  o.comm_thread = env.comm_thread;
+  o.watchdog_seconds = env.watchdog_seconds;
   weft::Runtime rt(o);
   const int nodes = weft::num_nodes();
   for (std::size_t k = 0; k < count; ++k) {
