@@ -17,7 +17,12 @@
 // data location flows down to children and back up to the parent's parent when the parent completes). The
 // offloaded descriptor's cell is updated from the executor's report before its successors are released.
 // Holders may include a rank to which a transfer is in flight: that rank's Incoming table makes its tasks wait
-// for the arrival.
+// for the arrival. A cell also numbers the version (Version: the writes the datum has seen, the same on every
+// rank since writers are ordered), and each rank knows which version its own bytes are (local_version_): a
+// task whose view does not list its rank (views are partial: each parent knows what its children did) uses
+// the copy there all the same, and a fetch of a version a rank has is served at once, even while another copy
+// is on its way to it (two ranks that each fetched a copy of what the other had would otherwise wait for each
+// other forever).
 //
 // Sent at spawn, and links (the paper's namespace). A task whose rank is known when it is spawned (weft::node, or
 // the locality policy) is sent by the spawning thread then (executor_at_spawn), not by a worker when it is
@@ -91,6 +96,20 @@ bool is_weak_mode(AccessMode m) {
   return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout;
 }
 Holders bit(int rank) { return Holders{1} << rank; }
+
+/// A Location's value. Read holders first (acquire): a writer stores the version before them (release).
+struct Seen {
+  Holders holders;
+  Version version;
+};
+Seen load(const Location& l) {
+  const Holders h = l.holders.load(std::memory_order_acquire);
+  return {h, l.version.load(std::memory_order_relaxed)};
+}
+void store(Location& l, Seen s) {
+  l.version.store(s.version, std::memory_order_relaxed);
+  l.holders.store(s.holders, std::memory_order_release);
+}
 
 /// The stack of the calling thread, [lo, hi): an offloaded closure must not point into it.
 std::pair<std::uintptr_t, std::uintptr_t> this_stack() {
@@ -188,10 +207,16 @@ struct WireAccess {
   std::uint64_t bytes;
   Holders holders;
   std::uint8_t mode;
-  // kSatisfied: `holders` is known (always for strong accesses but linked ones); kEager: the bytes follow;
-  // kLinked: the access waits for tasks the creator offloaded to this executor before (its WireLinks), and its
-  // holders are theirs when they end.
+  // kSatisfied: `holders` and `version` are known (always for strong accesses but linked ones); kEager: the
+  // bytes follow; kLinked: the access waits for tasks the creator offloaded to this executor before (its
+  // WireLinks), and its location is theirs when they end.
   std::uint8_t flags;
+  Version version;
+};
+struct WireLocation {  // per access, in a done message's payload
+  Holders holders;
+  Version version;
+  std::uint32_t unused = 0;
 };
 struct WireLink {
   std::uint64_t pred_seq;  // a task the same creator sent to this executor earlier
@@ -206,11 +231,13 @@ struct WireDone {
 struct WireSatisfy {
   std::uint64_t seq;
   std::uint32_t index;
+  Version version;
   Holders holders;
 };
-struct WireData {
+struct WireData {  // a fetch (which version it asks for), or the bytes of that version
   std::uint64_t address;
   std::uint64_t bytes;
+  Version version;
 };
 struct WireRegion {
   std::uint64_t start;
@@ -295,6 +322,8 @@ class Cluster final : public Engine::Service {
   /// Rank 0: the datums of [start, start + bytes) are gone (dfree): their cells go too (the addresses may be
   /// allocated again). From rank 0's program, outside tasks.
   void forget(std::uintptr_t start, std::size_t bytes);
+  /// The versions of this rank's bytes in [start, start + bytes) are forgotten (the region was freed).
+  void forget_versions(std::uintptr_t start, std::size_t bytes);
   void send_regions();
   void send_regions_locked();
 
@@ -318,6 +347,7 @@ class Cluster final : public Engine::Service {
     };
     std::vector<Forward> forwards;  // sends of the datum that wait for it (a fetch served, an eager send)
     int asked = -1;                 // the rank a fetch went to (-1: announced by its sender); for the watchdog
+    Version version = 0;            // the version on its way
   };
   struct Kept {  // a message of a run this rank has not begun
     comm::Kind kind;
@@ -348,16 +378,24 @@ class Cluster final : public Engine::Service {
   void offload(Worker& w, Task* t, ClusterTask& c);
   bool gather_data(Worker& w, Task* t, ClusterTask& c);
   void send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload = {});
-  void send_data(int dest, const void* address, std::size_t bytes, bool eager);
-  /// Registers that `address` will arrive here (a fetch sent, or eager data announced). Under in_m_.
-  void expect_locked(const void* address);
+  void send_data(int dest, const void* address, std::size_t bytes, bool eager, Version version);
+  /// Registers that version `version` of `address` will arrive here (a fetch sent, or eager data announced).
+  /// Under in_m_.
+  void expect_locked(const void* address, Version version);
   /// Whether a transfer of `address` to this rank is in flight; if so `t` (or `counter`) waits for it. Under in_m_.
   bool wait_locked(const void* address, Task* t, std::atomic<int>* counter);
-  void arrived(const void* address);
-  void fetch_to_here(const void* address, std::size_t bytes, Holders h, Task* t, std::atomic<int>* counter);
-  /// Sends the datum to `dest` now, or once it has arrived here if a transfer of it is in flight (this rank is
-  /// named a holder from the moment it asked for it). Under in_m_.
-  void send_when_here_locked(int dest, const void* address, std::size_t bytes, bool eager);
+  /// A transfer of `address` arrived (its bytes `landed` in place: they are now that version here).
+  void arrived(const void* address, bool landed, Version version);
+  void fetch_to_here(const void* address, std::size_t bytes, Seen s, Task* t, std::atomic<int>* counter);
+  /// Sends version `version` of the datum to `dest`: now if this rank's bytes are that version or no transfer
+  /// of it is on its way here; else once it has arrived (this rank is named a holder from the moment it asked
+  /// for it). Under in_m_.
+  void send_when_here_locked(int dest, const void* address, std::size_t bytes, bool eager, Version version);
+  /// This rank's bytes of `address` are version v. Under in_m_.
+  bool valid_here_locked(const void* address, Version v) const {
+    auto it = local_version_.find(address);
+    return it != local_version_.end() && it->second == v;
+  }
   void make_ready(Task* t);
 
   // Handlers.
@@ -403,9 +441,17 @@ class Cluster final : public Engine::Service {
   // readers only, have ended), and lands in a scratch buffer instead. (Not inout: its children may write the
   // datum, and a newer version may then come back while it runs.)
   std::unordered_map<const void*, int> readers_;
-  bool duplicate_locked(const void* a) const {
+  // The version of this rank's bytes of a datum, where known: what the last transfer that landed here brought,
+  // or what the last task here that wrote it produced (from its start: nothing may read the old version
+  // meanwhile). It lets a task whose view of a datum does not list this rank use the copy here all the same,
+  // and a fetch be served here at once while a transfer of the same version is still on its way (two ranks
+  // that each fetch a copy of what the other holds would otherwise wait for each other). A datum of rank 0's
+  // program (never transferred nor written by a task) is not listed. Under in_m_; entries of a dfree'd region
+  // are dropped.
+  std::unordered_map<const void*, Version> local_version_;
+  bool duplicate_locked(const void* a, Version v) const {
     auto it = readers_.find(a);
-    return it != readers_.end() && it->second > 0;
+    return (it != readers_.end() && it->second > 0) || valid_here_locked(a, v);
   }
   std::mutex received_m_;
   // Tasks received here and not ended: received_key(creator, seq) -> the task and its state (which its
@@ -416,7 +462,11 @@ class Cluster final : public Engine::Service {
   // task that ended and is not listed takes its data as here. Under received_m_.
   struct Ended {
     bool failed = false;
-    std::vector<std::pair<const void*, Holders>> moved;  // written, and held elsewhere only
+    struct Moved {
+      const void* address;
+      Seen where;
+    };
+    std::vector<Moved> moved;  // written, and held elsewhere only
   };
   std::unordered_map<std::uint64_t, Ended> ended_tasks_;
   static std::uint64_t received_key(int creator, std::uint64_t seq) {
@@ -626,10 +676,10 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
       a.address = acc[i].address;
       a.bytes = acc[i].bytes;
       a.mode = acc[i].mode;
-      std::atomic<Holders>* cell = nullptr;
+      Location* cell = nullptr;
       for (std::uint32_t k = 0; k < pc.n_acc && !cell; ++k)
         if (pc.acc[k].address == a.address) {
-          cell = &pc.acc[k].holders;
+          cell = &pc.acc[k].loc;
           if (!pc.acc[k].touched) {
             pc.acc[k].touched = true;
             pc.touched.push_back({a.address, cell, pc.acc[k].bytes, &pc.acc[k].touched});
@@ -639,17 +689,17 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
         auto& slot = pc.cells[a.address];
         if (!slot) {
           slot = std::make_unique<ClusterTask::Cell>();
-          slot->holders.store(bit(rank), std::memory_order_relaxed);  // never accessed by a task yet: here
+          slot->loc.holders.store(bit(rank), std::memory_order_relaxed);  // never accessed by a task yet: here
         }
         slot->bytes = std::max(slot->bytes, a.bytes);
-        cell = &slot->holders;
+        cell = &slot->loc;
         if (!slot->touched) {
           slot->touched = true;
           pc.touched.push_back({a.address, cell, slot->bytes, &slot->touched});
         }
       }
       a.where = cell;
-      if (is_weak_mode(a.mode)) a.holders.store(cell->load(std::memory_order_acquire), std::memory_order_relaxed);
+      if (is_weak_mode(a.mode)) store(a.loc, load(*cell));
     }
   } catch (...) {
     t->body_ops->destroy(t);
@@ -756,8 +806,8 @@ int Cluster::locality_choice(const ClusterTask& c, const std::vector<SpawnLink>*
         links && std::any_of(links->begin(), links->end(), [&](const SpawnLink& l) { return l.access == i; });
     if (a.mode != AccessMode::out && known) {
       const Holders h = linked ? bit(predicted)
-                        : is_weak_mode(a.mode) ? a.holders.load(std::memory_order_acquire)
-                                               : a.where->load(std::memory_order_acquire);
+                        : is_weak_mode(a.mode) ? a.loc.holders.load(std::memory_order_acquire)
+                                               : a.where->holders.load(std::memory_order_acquire);
       for (int r = 0; r < size; ++r)
         if (h & bit(r)) {
           score[r] += weight, any = true;
@@ -835,6 +885,7 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
   struct Eager {
     const void* address;
     std::size_t bytes;
+    Version version;
   };
   std::vector<Eager> eager_sends;
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
@@ -844,18 +895,22 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
       // Satisfied already (weak_ready ran): its holders go with the task. Otherwise they follow in a satisfy
       // message, which must not overtake the task's: kSent is set once the task message is queued (below).
       if (a.weak_state.load(std::memory_order_acquire) & kSatisfied) {
-        wa.holders = a.holders.load(std::memory_order_acquire);
+        const Seen v = load(a.loc);
+        wa.holders = v.holders;
+        wa.version = v.version;
         wa.flags = kSatisfied;
       }
     } else if (std::any_of(links.begin(), links.end(), [&](const SpawnLink& l) { return l.access == i; })) {
       wa.flags = kLinked;  // its holders are its predecessors' there, when they end
     } else {
-      Holders h = a.where->load(std::memory_order_acquire);
+      const Seen v = load(*a.where);
+      Holders h = v.holders;
       wa.flags = kSatisfied;
+      wa.version = v.version;
       if (a.mode != AccessMode::out && !(h & bit(dest)) && eager && (h & bit(rank))) {
-        eager_sends.push_back({a.address, a.bytes});
+        eager_sends.push_back({a.address, a.bytes, v.version});
         h |= bit(dest);  // it will have it: the executor waits for the data announced here
-        if (a.mode == AccessMode::in) a.where->fetch_or(bit(dest), std::memory_order_acq_rel);
+        if (a.mode == AccessMode::in) a.where->holders.fetch_or(bit(dest), std::memory_order_acq_rel);
         wa.flags |= kEager;
       }
       wa.holders = h;
@@ -893,14 +948,15 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
       WireAccess wa;
       std::memcpy(&wa, payload.data() + i * sizeof(WireAccess), sizeof wa);
       if ((a.weak_state.fetch_or(kSent, std::memory_order_acq_rel) & kSatisfied) && !(wa.flags & kSatisfied)) {
-        const WireSatisfy sat{seq, i, a.holders.load(std::memory_order_acquire)};
+        const Seen v = load(a.loc);
+        const WireSatisfy sat{seq, i, v.version, v.holders};
         send(dest, k_satisfy_, as_bytes_of(sat));
       }
     }
   }
   if (!eager_sends.empty()) {
     std::lock_guard<std::mutex> g(in_m_);
-    for (const Eager& e : eager_sends) send_when_here_locked(dest, e.address, e.bytes, true);
+    for (const Eager& e : eager_sends) send_when_here_locked(dest, e.address, e.bytes, true, e.version);
   }
   offloaded.fetch_add(1, std::memory_order_relaxed);
 }
@@ -915,8 +971,8 @@ void Cluster::send(int dest, comm::Kind k, std::span<const std::byte> header, st
   }
 }
 
-void Cluster::send_data(int dest, const void* address, std::size_t bytes, bool eager) {
-  const WireData d{reinterpret_cast<std::uint64_t>(address), bytes};
+void Cluster::send_data(int dest, const void* address, std::size_t bytes, bool eager, Version version) {
+  const WireData d{reinterpret_cast<std::uint64_t>(address), bytes, version};
   // Borrowed: the bytes stay as they are until every task that needs this version has run, which includes the
   // one the transfer is for.
   transport.send(dest, k_data_, as_bytes_of(d), {static_cast<const std::byte*>(address), bytes}, [] {},
@@ -931,9 +987,13 @@ void Cluster::send_data(int dest, const void* address, std::size_t bytes, bool e
 // Several transfers of one datum may be in flight to a rank at once (two creators each sent it eagerly, say):
 // all carry the same version, and the tasks waiting for the datum run only once every one has arrived, so that
 // no transfer writes the bytes while a task reads them.
-void Cluster::expect_locked(const void* address) {
+void Cluster::expect_locked(const void* address, Version version) {
   auto [it, fresh] = incoming_.try_emplace(address);
-  if (++it->second.expected == 0) incoming_.erase(it);  // it had arrived before its announcement
+  it->second.version = version;
+  if (++it->second.expected == 0) {  // it had arrived before its announcement
+    incoming_.erase(it);
+    local_version_[address] = version;
+  }
 }
 
 bool Cluster::wait_locked(const void* address, Task* t, std::atomic<int>* counter) {
@@ -944,24 +1004,24 @@ bool Cluster::wait_locked(const void* address, Task* t, std::atomic<int>* counte
   return true;
 }
 
-void Cluster::send_when_here_locked(int dest, const void* address, std::size_t bytes, bool eager) {
+void Cluster::send_when_here_locked(int dest, const void* address, std::size_t bytes, bool eager, Version version) {
   auto it = incoming_.find(address);
-  if (it != incoming_.end() && it->second.expected > 0)
+  if (it != incoming_.end() && it->second.expected > 0 && !valid_here_locked(address, version))
     it->second.forwards.push_back({dest, bytes, eager});
   else
-    send_data(dest, address, bytes, eager);
+    send_data(dest, address, bytes, eager, version);
 }
 
-void Cluster::fetch_to_here(const void* address, std::size_t bytes, Holders h, Task* t, std::atomic<int>* counter) {
+void Cluster::fetch_to_here(const void* address, std::size_t bytes, Seen s, Task* t, std::atomic<int>* counter) {
   // Under in_m_: a transfer already on its way serves this too; else ask a holder (the lowest-numbered one).
   if (wait_locked(address, t, counter)) return;
-  expect_locked(address);
+  expect_locked(address, s.version);
   wait_locked(address, t, counter);
   int from = 0;
-  while (from < size && !(h & bit(from))) ++from;
+  while (from < size && !(s.holders & bit(from))) ++from;
   if (from >= size) comm::abort_job("weft::cluster: a datum has no holder (internal error)");
   incoming_[address].asked = from;
-  const WireData d{reinterpret_cast<std::uint64_t>(address), bytes};
+  const WireData d{reinterpret_cast<std::uint64_t>(address), bytes, s.version};
   send(from, k_fetch_, as_bytes_of(d));
 }
 
@@ -975,21 +1035,35 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
       ClusterAccess& a = c.acc[i];
       if (is_weak_mode(a.mode)) continue;  // its children fetch what they use
       const bool received = c.role == ClusterTask::Role::received;
-      const Holders h = received ? a.holders.load(std::memory_order_relaxed) : a.where->load(std::memory_order_acquire);
+      const Seen v = received ? load(a.loc) : load(*a.where);
+      const Holders h = v.holders;
+      bool here = true;  // the bytes are that version here when the task runs (not on their way)
       if (a.mode == AccessMode::out) {
-        a.holders.store(bit(rank), std::memory_order_relaxed);
-        continue;
-      }
-      if (!(h & bit(rank))) {
+        // Nothing to bring.
+      } else if (valid_here_locked(a.address, v.version)) {
+        // This rank has that version (its view may not say so: another task brought it): a transfer of it
+        // still on its way will land in a scratch buffer.
+        if (a.mode == AccessMode::in) ++readers_[a.address];
+      } else if (!(h & bit(rank))) {
+        here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
-        fetch_to_here(a.address, a.bytes, h, t, nullptr);  // counted as a reader on arrival
-        if (!received && a.mode == AccessMode::in) a.where->fetch_or(bit(rank), std::memory_order_acq_rel);
+        fetch_to_here(a.address, a.bytes, v, t, nullptr);  // counted as a reader on arrival
+        if (!received && a.mode == AccessMode::in) a.where->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
       } else if (wait_locked(a.address, t, nullptr)) {
+        here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
       } else if (a.mode == AccessMode::in) {
         ++readers_[a.address];
       }
-      a.holders.store(writes(a.mode) ? bit(rank) : (h | bit(rank)), std::memory_order_relaxed);
+      if (writes(a.mode)) {
+        store(a.loc, {bit(rank), v.version + 1});
+        // The task makes the next version here. Said now when the bytes are here (nothing reads the old version
+        // from now on); when they are on their way, their arrival says their version, and the task's write makes
+        // that stale: a shortcut lost, nothing more (nobody asks for the old version any more).
+        if (here) local_version_[a.address] = v.version + 1;
+      } else {
+        store(a.loc, {h | bit(rank), v.version});
+      }
     }
   }
   c.data_ready = true;
@@ -1006,16 +1080,17 @@ void Cluster::make_ready(Task* t) {
   schedule(w, t);
 }
 
-void Cluster::arrived(const void* address) {
+void Cluster::arrived(const void* address, bool landed, Version version) {
   Incoming in;
   {
     std::lock_guard<std::mutex> g(in_m_);
+    if (landed) local_version_[address] = version;
     Incoming& e = incoming_[address];
     if (--e.expected > 0) return;  // more of the same on the way
     if (e.expected < 0) return;    // announced later (its task's message is still to come)
     in = std::move(e);
     incoming_.erase(address);
-    for (const Incoming::Forward& f : in.forwards) send_data(f.dest, address, f.bytes, f.eager);
+    for (const Incoming::Forward& f : in.forwards) send_data(f.dest, address, f.bytes, f.eager, version);
     for (Task* t : in.tasks)
       for (std::uint32_t i = 0; i < t->cluster->n_acc; ++i)
         if (t->cluster->acc[i].address == address && t->cluster->acc[i].mode == AccessMode::in) ++readers_[address];
@@ -1047,11 +1122,10 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   if (c->role == ClusterTask::Role::local && !cancelled) {
     for (std::uint32_t i = 0; i < c->n_acc; ++i) {
       const ClusterAccess& a = c->acc[i];
-      const Holders h = a.holders.load(std::memory_order_acquire);
       if (writes(a.mode))
-        a.where->store(h, std::memory_order_release);
+        store(*a.where, load(a.loc));
       else
-        a.where->fetch_or(h, std::memory_order_acq_rel);
+        a.where->holders.fetch_or(a.loc.holders.load(std::memory_order_acquire), std::memory_order_acq_rel);
     }
   }
   if (c->role != ClusterTask::Role::received) return complete_dependency(w, t, best, todo);
@@ -1059,12 +1133,13 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   // A received task: report to its creator (the error of its body, else of a child its body did not rethrow),
   // then free it: it is named by no record here.
   if (std::exception_ptr e = take_child_error(w, t); e && c->error.empty()) c->error = describe(e);
-  std::vector<std::byte> payload(c->n_acc * sizeof(Holders) + c->error.size());
+  std::vector<std::byte> payload(c->n_acc * sizeof(WireLocation) + c->error.size());
   for (std::uint32_t i = 0; i < c->n_acc; ++i) {
-    const Holders h = c->acc[i].holders.load(std::memory_order_acquire);
-    std::memcpy(payload.data() + i * sizeof(Holders), &h, sizeof h);
+    const Seen v = load(c->acc[i].loc);
+    const WireLocation l{v.holders, v.version};
+    std::memcpy(payload.data() + i * sizeof(WireLocation), &l, sizeof l);
   }
-  std::memcpy(payload.data() + c->n_acc * sizeof(Holders), c->error.data(), c->error.size());
+  std::memcpy(payload.data() + c->n_acc * sizeof(WireLocation), c->error.data(), c->error.size());
   const WireDone d{c->creator_id, c->n_acc, static_cast<std::uint32_t>(c->error.size())};
   {
     // Under received_m_ with the erasure: a task received from now on that links to this one finds it ended
@@ -1073,21 +1148,23 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
     const std::uint64_t key = received_key(c->creator, c->seq);
     received_.erase(key);
     const bool failed = cancelled || !c->error.empty();
-    auto holders_of = [&](const void* address) {
-      for (std::uint32_t i = 0; i < c->n_acc; ++i)
-        if (c->acc[i].address == address) return c->acc[i].holders.load(std::memory_order_acquire);
-      return bit(rank);
-    };
     for (const LocalSuccessor& s : c->local_successors) {
-      // Read by the successor once its edge is released (the release orders it).
-      s.succ->cluster->acc[s.succ_access].holders.fetch_or(holders_of(s.address), std::memory_order_relaxed);
+      // Read by the successor once its edge is released (the release orders it). Several predecessors of one
+      // access are readers of one version: their holders add up.
+      Location& to = s.succ->cluster->acc[s.succ_access].loc;
+      for (std::uint32_t i = 0; i < c->n_acc; ++i)
+        if (c->acc[i].address == s.address) {
+          const Seen v = load(c->acc[i].loc);
+          to.version.store(v.version, std::memory_order_relaxed);
+          to.holders.fetch_or(v.holders, std::memory_order_relaxed);
+        }
       if (failed) s.succ->cancelled.store(true, std::memory_order_relaxed);  // as a failed predecessor does
     }
     Ended e;
     e.failed = failed;
     for (std::uint32_t i = 0; i < c->n_acc; ++i) {
-      const Holders h = c->acc[i].holders.load(std::memory_order_acquire);
-      if (writes(c->acc[i].mode) && !(h & bit(rank))) e.moved.emplace_back(c->acc[i].address, h);
+      const Seen v = load(c->acc[i].loc);
+      if (writes(c->acc[i].mode) && !(v.holders & bit(rank))) e.moved.push_back({c->acc[i].address, v});
     }
     if (e.failed || !e.moved.empty()) ended_tasks_[key] = std::move(e);
   }
@@ -1113,10 +1190,10 @@ void Cluster::weak_ready(Worker& w, Task* t, Task* node) {
       ClusterAccess& a = c.acc[i];
       if (a.address != t->weak[k].address || !is_weak_mode(a.mode)) continue;
       // The datum's predecessors have finished: the parent's cell names its latest version.
-      const Holders h = a.where->load(std::memory_order_acquire);
-      a.holders.store(h, std::memory_order_release);
+      const Seen v = load(*a.where);
+      store(a.loc, v);
       if (a.weak_state.fetch_or(kSatisfied, std::memory_order_acq_rel) & kSent) {
-        const WireSatisfy s{c.seq, i, h};
+        const WireSatisfy s{c.seq, i, v.version, v.holders};
         send(c.executor, k_satisfy_, as_bytes_of(s));
       }
     }
@@ -1130,12 +1207,14 @@ void Cluster::weak_ready(Worker& w, Task* t, Task* node) {
 void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
   ClusterTask& c = *t->cluster;
   std::atomic<int> pending{1};
-  auto bring = [&](const void* a, std::atomic<Holders>* cell, std::size_t bytes) {  // under in_m_
-    const Holders h = cell->load(std::memory_order_acquire);
-    if (!(h & bit(rank))) {
+  auto bring = [&](const void* a, Location* cell, std::size_t bytes) {  // under in_m_
+    const Seen v = load(*cell);
+    if (valid_here_locked(a, v.version)) {  // here already (whatever the view says)
+      cell->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
+    } else if (!(v.holders & bit(rank))) {
       pending.fetch_add(1, std::memory_order_relaxed);
-      fetch_to_here(a, bytes, h, nullptr, &pending);
-      cell->fetch_or(bit(rank), std::memory_order_acq_rel);
+      fetch_to_here(a, bytes, v, nullptr, &pending);
+      cell->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
       flushes.fetch_add(1, std::memory_order_relaxed);
     } else if (wait_locked(a, nullptr, &pending)) {
       pending.fetch_add(1, std::memory_order_relaxed);
@@ -1145,8 +1224,8 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
     std::lock_guard<std::mutex> g(in_m_);
     if (address) {  // taskwait_on(x): x, whether or not a child touched it since the last wait
       for (std::uint32_t i = 0; i < c.n_acc; ++i)
-        if (c.acc[i].address == address) bring(address, &c.acc[i].holders, c.acc[i].bytes);
-      if (auto it = c.cells.find(address); it != c.cells.end()) bring(address, &it->second->holders, it->second->bytes);
+        if (c.acc[i].address == address) bring(address, &c.acc[i].loc, c.acc[i].bytes);
+      if (auto it = c.cells.find(address); it != c.cells.end()) bring(address, &it->second->loc, it->second->bytes);
     } else {
       for (const ClusterTask::Touched& x : c.touched) {
         *x.flag = false;
@@ -1188,9 +1267,9 @@ std::span<std::byte> Cluster::place_data(const comm::Message& m) {
   bool duplicate;
   {
     std::lock_guard<std::mutex> g(in_m_);
-    duplicate = duplicate_locked(reinterpret_cast<const void*>(d.address));
+    duplicate = duplicate_locked(reinterpret_cast<const void*>(d.address), d.version);
   }
-  if (duplicate) {  // tasks here read the datum: this copy of it goes to a scratch buffer (see readers_)
+  if (duplicate) {  // tasks here read the datum, or the bytes are that version: to a scratch buffer
     auto buf = std::make_unique<std::byte[]>(m.payload_size());
     std::span<std::byte> out{buf.get(), m.payload_size()};
     early_buffers_.emplace(buf.get(), std::move(buf));
@@ -1202,22 +1281,22 @@ std::span<std::byte> Cluster::place_data(const comm::Message& m) {
 void Cluster::on_data(const comm::Message& m) {
   const WireData d = read_header<WireData>(m);
   auto* dst = reinterpret_cast<std::byte*>(d.address);
+  bool landed = true;  // placed at its address (place_data)
   if (m.payload().data() != dst) {
-    bool duplicate;
     {
       std::lock_guard<std::mutex> g(in_m_);
-      duplicate = duplicate_locked(dst);
+      landed = !duplicate_locked(dst, d.version);
     }
-    if (!duplicate) std::memcpy(dst, m.payload().data(), m.payload().size());
+    if (landed) std::memcpy(dst, m.payload().data(), m.payload().size());
     if (!early_buffers_.empty()) early_buffers_.erase(m.payload().data());
   }
-  arrived(dst);
+  arrived(dst, landed, d.version);
 }
 
 void Cluster::on_fetch(const comm::Message& m) {
   const WireData d = read_header<WireData>(m);
   std::lock_guard<std::mutex> g(in_m_);
-  send_when_here_locked(m.source(), reinterpret_cast<const void*>(d.address), d.bytes, false);
+  send_when_here_locked(m.source(), reinterpret_cast<const void*>(d.address), d.bytes, false, d.version);
 }
 
 void Cluster::on_task(const comm::Message& m) {
@@ -1246,11 +1325,11 @@ void Cluster::on_task(const comm::Message& m) {
       a.address = reinterpret_cast<const void*>(wa.address);
       a.bytes = wa.bytes;
       a.mode = static_cast<AccessMode>(wa.mode);
-      a.holders.store(wa.holders, std::memory_order_relaxed);
+      store(a.loc, {wa.holders, wa.version});
       if (is_weak_mode(a.mode) && !(wa.flags & kSatisfied)) ++n_weak;
       // Eager: the creator held the datum, named this rank a holder and sends the bytes right after this
       // message; the task (and any other here that needs the datum) waits for them.
-      if (wa.flags & kEager) expect_locked(a.address);
+      if (wa.flags & kEager) expect_locked(a.address, wa.version);
     }
   }
   // The body: the closure's bytes in storage of their own, run by the code the creator named.
@@ -1315,13 +1394,19 @@ void Cluster::on_task(const comm::Message& m) {
                                                         std::memory_order_release, std::memory_order_relaxed));
         ++w.counters.edges_created;
       } else {
-        Holders h = bit(rank);
+        // Here: its version is what this rank's bytes are (a datum of rank 0's program, never moved: 0).
+        Seen v{bit(rank), 0};
+        {
+          std::lock_guard<std::mutex> gi(in_m_);  // (in_m_ is never held while received_m_ is taken)
+          if (auto lv = local_version_.find(a.address); lv != local_version_.end()) v.version = lv->second;
+        }
         if (auto e = ended_tasks_.find(key); e != ended_tasks_.end()) {
           if (e->second.failed) t->cancelled.store(true, std::memory_order_relaxed);
-          for (const auto& [address, holders] : e->second.moved)
-            if (address == a.address) h = holders;
+          for (const Ended::Moved& x : e->second.moved)
+            if (x.address == a.address) v = x.where;
         }
-        a.holders.fetch_or(h, std::memory_order_relaxed);
+        a.loc.version.store(v.version, std::memory_order_relaxed);
+        a.loc.holders.fetch_or(v.holders, std::memory_order_relaxed);
       }
     }
     // Counted before the lock is left: a predecessor may end right after.
@@ -1345,7 +1430,7 @@ void Cluster::on_satisfy(const comm::Message& m) {
     t = it->second.first;
   }
   ClusterAccess& a = t->cluster->acc[s.index];
-  a.holders.store(s.holders, std::memory_order_release);
+  store(a.loc, {s.holders, s.version});
   Task* node = a.weak_node;
   Worker& w = *tls_worker;
   if (node->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -1367,18 +1452,18 @@ void Cluster::on_done(const comm::Message& m) {
   }
   const std::byte* p = m.payload().data();
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
-    Holders h;
-    std::memcpy(&h, p + i * sizeof h, sizeof h);
+    WireLocation l;
+    std::memcpy(&l, p + i * sizeof l, sizeof l);
     ClusterAccess& a = c.acc[i];
     if (writes(a.mode))
-      a.where->store(h, std::memory_order_release);
+      store(*a.where, {l.holders, l.version});
     else
-      a.where->fetch_or(h, std::memory_order_acq_rel);
+      a.where->holders.fetch_or(l.holders, std::memory_order_acq_rel);
   }
   std::exception_ptr error;
   if (d.error_size)
     error = std::make_exception_ptr(
-        remote_error(m.source(), std::string(reinterpret_cast<const char*>(p + c.n_acc * sizeof(Holders)),
+        remote_error(m.source(), std::string(reinterpret_cast<const char*>(p + c.n_acc * sizeof(WireLocation)),
                                              d.error_size)));
   done_received_.fetch_add(1, std::memory_order_relaxed);
   fulfill_event(engine, t, error);
@@ -1392,6 +1477,7 @@ void Cluster::on_region(const comm::Message& m) {
   if (r.remove) {
     as.remove_region(r.start);
     as.release_pages(reinterpret_cast<void*>(r.start), r.bytes);
+    forget_versions(r.start, r.bytes);
     return;
   }
   Distribution dist;
@@ -1428,6 +1514,15 @@ void Cluster::forget(std::uintptr_t start, std::size_t bytes) {
   };
   std::erase_if(root_state.touched, [&](const ClusterTask::Touched& t) { return inside(t.address); });
   std::erase_if(root_state.cells, [&](const auto& c) { return inside(c.first); });
+  forget_versions(start, bytes);
+}
+
+void Cluster::forget_versions(std::uintptr_t start, std::size_t bytes) {
+  std::lock_guard<std::mutex> g(in_m_);
+  std::erase_if(local_version_, [&](const auto& v) {
+    const auto x = reinterpret_cast<std::uintptr_t>(v.first);
+    return x >= start && x < start + bytes;
+  });
 }
 
 void Cluster::dispatch(comm::Kind k, const comm::Message& m) {

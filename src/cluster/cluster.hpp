@@ -28,6 +28,17 @@ ClusterStats cluster_stats(const Engine& e);
 /// Where the latest version of a datum is: a bit per process that holds it (or is about to: a transfer in
 /// flight, see Cluster::Incoming), at most 64 processes.
 using Holders = std::uint64_t;
+/// Which version of a datum: the number of writes it has seen (mod 2^32). The writes of a datum are ordered
+/// (sequential semantics), each writer knowing the version it replaces, so every process numbers them alike
+/// without coordination.
+using Version = std::uint32_t;
+/// Where the latest version of a datum is, as the children of one task see it: its number and the ranks
+/// holding it. The two change together only when a writer ends, which its readers' dependencies order; between
+/// writes only `holders` grows (readers that brought a copy).
+struct Location {
+  std::atomic<Holders> holders{0};
+  std::atomic<Version> version{0};
+};
 
 /// One access of a task of a cluster (see cluster.cpp for who reads and writes which field when).
 struct ClusterAccess {
@@ -35,8 +46,8 @@ struct ClusterAccess {
   std::size_t bytes = 0;
   AccessMode mode = AccessMode::in;
   bool touched = false;                      ///< its cell is in the task's flush list (owner thread)
-  std::atomic<Holders>* where = nullptr;     ///< the parent's cell for this datum (null on a received task)
-  std::atomic<Holders> holders{0};           ///< the version this task sees, and its children's cell for it
+  Location* where = nullptr;                 ///< the parent's location of this datum (null on a received task)
+  Location loc;                              ///< the version this task sees, and its children's location of it
   std::atomic<std::uint8_t> weak_state{0};   ///< offloaded weak access: kSatisfied | kSent
   Task* weak_node = nullptr;                 ///< received weak access: the node its children wait on
 };
@@ -68,7 +79,7 @@ struct ClusterTask {
   std::unique_ptr<ClusterAccess[]> acc;
   /// The cells of data its children access that it did not declare itself (the root's, mostly).
   struct Cell {
-    std::atomic<Holders> holders{0};
+    Location loc;
     std::size_t bytes = 0;
     bool touched = false;
   };
@@ -76,7 +87,7 @@ struct ClusterTask {
   /// The cells its children accessed since its last wait (flushed by taskwait): address, cell, bytes.
   struct Touched {
     const void* address;
-    std::atomic<Holders>* cell;
+    Location* cell;
     std::size_t bytes;
     bool* flag;
   };
