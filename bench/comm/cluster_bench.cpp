@@ -2,6 +2,8 @@
 //   - hop: a chain of tasks updating one 8-byte datum (inout), on rank 0 and rank 1 in turn: per hop, the task
 //     goes to rank 1 with the datum and reports back (task + data, done), then rank 0's task fetches the datum
 //     back (fetch, data); against a raw MPI ping-pong's one-way time;
+//   - chain: the same chain of tasks all on rank 1 (weft::node(1)), against the same chain here: each task is
+//     sent when spawned and linked after the previous one on rank 1, so a step costs no message;
 //   - offload: independent empty tasks spawned on rank 0 with weft::node(1), against the same tasks kept on rank
 //     0: the cost of one offloaded task as rank 0 sees it (throughput, not latency);
 //   - transfer: a 1 MiB block written by a task on rank 1 and read by a task on rank 0 (fetched: lazy), and one
@@ -108,7 +110,7 @@ int main(int argc, char** argv) {
       big = weft::dmalloc<char>(2 * kBig);
       cx.spawn([x] { *x = 0; }, weft::out(*x));
     });
-    std::vector<double> hop, mpi8, off, local, lazy, eager, mpi1m;
+    std::vector<double> hop, mpi8, chain, chain_here, off, local, lazy, eager, mpi1m;
     bool ok = true;
     for (int r = 0; r < a.reps; ++r) {
       double t = now();
@@ -117,8 +119,17 @@ int main(int argc, char** argv) {
         cx.taskwait_on(*x);
       });
       hop.push_back((now() - t) / a.hops);
-      if (me == 0) ok &= *x == static_cast<std::int64_t>(r + 1) * a.hops;
+      if (me == 0) ok &= *x == static_cast<std::int64_t>(r * 3 + 1) * a.hops;
       mpi8.push_back(raw_pingpong(8, a.hops));
+      for (int where : {1, 0}) {
+        t = now();
+        rt.run([&](weft::Context& cx) {
+          for (int i = 0; i < a.hops; ++i) cx.spawn([x] { ++*x; }, weft::inout(*x), weft::node(where));
+          cx.taskwait_on(*x);
+        });
+        (where ? chain : chain_here).push_back((now() - t) / a.hops);
+        if (me == 0) ok &= *x == static_cast<std::int64_t>(r + 1) * a.hops * 3 - (where ? a.hops : 0);
+      }
       t = now();
       rt.run([&](weft::Context& cx) {
         for (int i = 0; i < a.tasks; ++i) cx.spawn([] {}, weft::node(1));
@@ -162,6 +173,8 @@ int main(int argc, char** argv) {
                   "ratio");
       std::printf("%-44s %10.2f us %10.2f us %7.1fx\n", "hop (8 B datum, task on the other rank)", us(median(hop)),
                   us(median(mpi8)), median(hop) / median(mpi8));
+      std::printf("%-44s %10.2f us %10.2f us %7.1fx\n", "chain step on rank 1 vs the chain here", us(median(chain)),
+                  us(median(chain_here)), median(chain) / median(chain_here));
       std::printf("%-44s %10.2f us %10.2f us %7.1fx\n", "offloaded empty task (throughput) vs local",
                   us(median(off)), us(median(local)), median(off) / median(local));
       std::printf("%-44s %10.2f us %10.2f us %7.1fx\n", "1 MiB written on rank 1, read here (lazy)",
@@ -169,9 +182,10 @@ int main(int argc, char** argv) {
       std::printf("%-44s %10.2f us %10.2f us %7.1fx\n", "1 MiB held here, read on rank 1 (eager)", us(median(eager)),
                   us(median(mpi1m)), median(eager) / median(mpi1m));
       const weft::ClusterStats s = rt.cluster_stats();
-      std::printf("rank 0: tasks offloaded %llu, control messages %llu (task %llu, done %llu, fetch %llu), data "
-                  "messages %llu, bytes eager %llu, lazy %llu\n",
-                  (unsigned long long)s.tasks_offloaded, (unsigned long long)s.control_messages,
+      std::printf("rank 0: tasks offloaded %llu (sent at spawn %llu, linked %llu), control messages %llu (task %llu, "
+                  "done %llu, fetch %llu), data messages %llu, bytes eager %llu, lazy %llu\n",
+                  (unsigned long long)s.tasks_offloaded, (unsigned long long)s.tasks_offloaded_at_spawn,
+                  (unsigned long long)s.tasks_linked, (unsigned long long)s.control_messages,
                   (unsigned long long)s.task_messages, (unsigned long long)s.done_messages,
                   (unsigned long long)s.fetch_messages, (unsigned long long)s.data_messages,
                   (unsigned long long)s.bytes_eager, (unsigned long long)s.bytes_lazy);

@@ -420,6 +420,7 @@ class Cluster final : public Engine::Service {
   double watchdog_ = 0;
   std::atomic<std::uint64_t> progress_{0};
   std::atomic<std::uint64_t> done_received_{0}, received_completed_{0};
+  std::atomic<std::int64_t> transfers_awaited_{0};  // announced minus arrived (a hint for source_demand)
   std::mutex watch_m_;
   std::uint64_t watch_seen_ = ~std::uint64_t{0};
   std::chrono::steady_clock::time_point watch_since_{};
@@ -737,6 +738,12 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
     send_task(t, cs, links);
     offloaded_at_spawn.fetch_add(1, std::memory_order_relaxed);
     if (!links.empty()) linked.fetch_add(1, std::memory_order_relaxed);
+    // A ready task leaves now, as a worker that offloads a task polls right after it: a spawning body does not
+    // poll, and ready tasks would otherwise leave in bursts of a full buffer, the executor idle meanwhile. A
+    // linked one cannot start before its predecessors there anyway: it leaves with the next poll, often with
+    // the rest of its chain, which the executor then runs back to back (immediate successors: its data in
+    // cache).
+    if (links.empty() && !engine.progress_worker) transport.poll();
   }
 }
 
@@ -990,6 +997,7 @@ void Cluster::send_data(int dest, const void* address, std::size_t bytes, bool e
 void Cluster::expect_locked(const void* address, Version version) {
   auto [it, fresh] = incoming_.try_emplace(address);
   it->second.version = version;
+  transfers_awaited_.fetch_add(1, std::memory_order_relaxed);
   if (++it->second.expected == 0) {  // it had arrived before its announcement
     incoming_.erase(it);
     local_version_[address] = version;
@@ -1085,6 +1093,7 @@ void Cluster::arrived(const void* address, bool landed, Version version) {
   {
     std::lock_guard<std::mutex> g(in_m_);
     if (landed) local_version_[address] = version;
+    transfers_awaited_.fetch_sub(1, std::memory_order_relaxed);
     Incoming& e = incoming_[address];
     if (--e.expected > 0) return;  // more of the same on the way
     if (e.expected < 0) return;    // announced later (its task's message is still to come)
@@ -1604,6 +1613,11 @@ void Cluster::watch() {
 ProgressDemand Cluster::source_demand(void* self) noexcept {
   auto* c = static_cast<Cluster*>(self);
   if (c->transport.outstanding() != 0) return ProgressDemand::polling;
+  // Reports and data this rank waits for come only through polls (MPI moves nothing by itself): an idle worker
+  // that slept meanwhile would drain them 200 us at a time, and the sender's sends would pile up.
+  if (c->offloaded.load(std::memory_order_relaxed) != c->done_received_.load(std::memory_order_relaxed) ||
+      c->transfers_awaited_.load(std::memory_order_relaxed) != 0)
+    return ProgressDemand::polling;
   return c->running_.load(std::memory_order_acquire) ? ProgressDemand::timed : ProgressDemand::none;
 }
 

@@ -6,13 +6,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <cstdint>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "mpi_test_util.hpp"
@@ -102,9 +102,14 @@ TEST(Cluster, ChainAcrossRanks) {
 }
 
 // Tasks spawned with their rank known (weft::node) are sent when spawned; a chain of them on one rank is linked
-// there (each waits for the previous one on that rank, no message in between), readers then a writer too.
+// there (each waits for the previous one on that rank, no message in between), readers then a writer too. The
+// chain's first task holds it back until every task is spawned (a flag of that process, set by an independent
+// task spawned last), so that each later task finds its predecessor unfinished and is linked.
+std::atomic<bool> g_chain_release{false};
+
 TEST(Cluster, ChainOnOneRankIsLinkedThere) {
-  weft::Runtime rt(cluster_options());
+  g_chain_release = false;
+  weft::Runtime rt(cluster_options(2));  // two workers: the held task and the one that releases it
   const int nodes = weft::num_nodes();
   const int last = nodes - 1;
   static constexpr int kChain = 50, kReaders = 4;
@@ -112,12 +117,13 @@ TEST(Cluster, ChainOnOneRankIsLinkedThere) {
   rt.run([&](weft::Context& cx) {
     auto* x = weft::dmalloc<std::int64_t>(1);
     auto* r = weft::dmalloc<std::int64_t>(kReaders);
-    cx.spawn([=] { *x = 1; }, weft::out(*x), weft::node(last));
+    cx.spawn([=] { while (!g_chain_release.load()) std::this_thread::yield(); *x = 1; }, weft::out(*x), weft::node(last));
     for (int i = 0; i < kChain; ++i)
       cx.spawn([=] { *x = *x * 3 % 1000003 + i; }, weft::inout(*x), weft::node(last));
     for (int k = 0; k < kReaders; ++k)  // readers of the chain's end, then a writer after all of them
       cx.spawn([=] { r[k] = *x + k; }, weft::in(*x), weft::out(r[k]), weft::node(last));
     cx.spawn([=] { *x = -*x; }, weft::inout(*x), weft::node(last));
+    cx.spawn([] { g_chain_release = true; }, weft::node(last));
     cx.taskwait();
     result = *x;
     for (int k = 0; k < kReaders; ++k) sums[k] = r[k];
@@ -129,8 +135,10 @@ TEST(Cluster, ChainOnOneRankIsLinkedThere) {
     for (int k = 0; k < kReaders; ++k) EXPECT_EQ(sums[k], expect + k) << "reader " << k;
     const weft::ClusterStats s = rt.cluster_stats();
     if (nodes > 1) {
-      // All of them sent when spawned (the rank of each is known), every one but the first after a task there.
-      EXPECT_EQ(s.tasks_offloaded_at_spawn, kChain + kReaders + 2u);
+      // All of them sent when spawned (the rank of each is known), every one that waits for the held task
+      // after a task there.
+      EXPECT_EQ(s.tasks_offloaded, kChain + kReaders + 3u);
+      EXPECT_EQ(s.tasks_offloaded_at_spawn, kChain + kReaders + 3u);
       EXPECT_EQ(s.tasks_linked, kChain + kReaders + 1u);
     } else {
       EXPECT_EQ(s.tasks_offloaded_at_spawn, 0u);
