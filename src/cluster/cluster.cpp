@@ -1148,7 +1148,8 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
     const WireLocation l{v.holders, v.version};
     std::memcpy(payload.data() + i * sizeof(WireLocation), &l, sizeof l);
   }
-  std::memcpy(payload.data() + c->n_acc * sizeof(WireLocation), c->error.data(), c->error.size());
+  if (!c->error.empty())  // (an empty payload has no storage: memcpy would be handed a null pointer)
+    std::memcpy(payload.data() + c->n_acc * sizeof(WireLocation), c->error.data(), c->error.size());
   const WireDone d{c->creator_id, c->n_acc, static_cast<std::uint32_t>(c->error.size())};
   {
     // Under received_m_ with the erasure: a task received from now on that links to this one finds it ended
