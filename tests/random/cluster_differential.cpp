@@ -262,26 +262,25 @@ void run_program(weft::Runtime& rt, u64 seed, int nodes, bool print) {
         std::fprintf(stderr, "reference task %zu: %016llx %016llx\n", id,
                      static_cast<unsigned long long>(ref.results[id].first),
                      static_cast<unsigned long long>(ref.results[id].second));
-    std::string wrong;
-    for (int v = 0; v < p.nvars && wrong.empty(); ++v)
+    std::ostringstream wrong;
+    for (int v = 0; v < p.nvars && wrong.tellp() == 0; ++v)
       for (int i = 0; i < p.sizes[v]; ++i)
         if (b.vars[v][i] != ref.vars[v][i]) {
-          wrong = "variable " + std::to_string(v) + "[" + std::to_string(i) + "] differs";
+          wrong << "variable " << v << "[" << i << "] differs";
           break;
         }
-    for (std::size_t id = 1; id < p.tasks.size() && wrong.empty(); ++id)
-      if (b.results[3 * id] != ref.results[id].first || b.results[3 * id + 1] != ref.results[id].second)
-        wrong = "task " + std::to_string(id) + " read other values than sequentially";
-    if (!wrong.empty()) {  // where each task ran, and which read what the reference did not
-      wrong += "; tasks by the rank they ran on (* read other values):";
-      for (std::size_t id = 1; id < p.tasks.size(); ++id) {
-        const bool same = b.results[3 * id] == ref.results[id].first && b.results[3 * id + 1] == ref.results[id].second;
-        wrong += " " + std::to_string(id) + "@" + std::to_string(b.results[3 * id + 2]) + (same ? "" : "*");
-      }
-    }
-    if (!wrong.empty())
-      ADD_FAILURE() << "seed " << seed << ": " << wrong << " (WEFT_CLUSTER_DIFF_SEED=" << seed
+    auto same = [&](std::size_t id) {
+      return b.results[3 * id] == ref.results[id].first && b.results[3 * id + 1] == ref.results[id].second;
+    };
+    for (std::size_t id = 1; id < p.tasks.size() && wrong.tellp() == 0; ++id)
+      if (!same(id)) wrong << "task " << id << " read other values than sequentially";
+    if (wrong.tellp() != 0) {  // where each task ran, and which read what the reference did not
+      wrong << "; tasks by the rank they ran on (* read other values):";
+      for (std::size_t id = 1; id < p.tasks.size(); ++id)
+        wrong << ' ' << id << '@' << b.results[3 * id + 2] << (same(id) ? "" : "*");
+      ADD_FAILURE() << "seed " << seed << ": " << wrong.str() << " (WEFT_CLUSTER_DIFF_SEED=" << seed
                     << " runs it alone); the program:\n" << describe(p);
+    }
   });
   if (weft::node_id() == 0) {
     for (int v = 0; v < p.nvars; ++v) weft::dfree(b.vars[v]);
