@@ -897,7 +897,7 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
   std::vector<Eager> eager_sends;
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
     ClusterAccess& a = c.acc[i];
-    WireAccess wa{reinterpret_cast<std::uint64_t>(a.address), a.bytes, 0, static_cast<std::uint8_t>(a.mode), 0};
+    WireAccess wa{reinterpret_cast<std::uint64_t>(a.address), a.bytes, 0, static_cast<std::uint8_t>(a.mode), 0, 0};
     if (is_weak_mode(a.mode)) {
       // Satisfied already (weak_ready ran): its holders go with the task. Otherwise they follow in a satisfy
       // message, which must not overtake the task's: kSent is set once the task message is queued (below).
