@@ -1,8 +1,10 @@
 // Code addresses across processes (see code_address.hpp).
 #include "cluster/code_address.hpp"
 
+#include <elf.h>
 #include <link.h>
 
+#include <cstring>
 #include <stdexcept>
 
 namespace weft::detail {
@@ -20,6 +22,24 @@ void CodeMap::scan() {
           const auto& ph = info->dlpi_phdr[i];
           if (ph.p_type == PT_LOAD)
             o.segments.emplace_back(info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+          if (ph.p_type == PT_NOTE && o.build_id.empty()) {
+            // Notes, each a header, a name and a descriptor, both padded to 4 bytes (the ELF note layout).
+            const auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+            const unsigned char* end = p + ph.p_memsz;
+            auto pad = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
+            while (p + sizeof(ElfW(Nhdr)) <= end) {
+              ElfW(Nhdr) nh;
+              std::memcpy(&nh, p, sizeof nh);
+              const unsigned char* name = p + sizeof nh;
+              const unsigned char* desc = name + pad(nh.n_namesz);
+              if (desc + nh.n_descsz > end) break;
+              if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+                o.build_id.assign(reinterpret_cast<const char*>(desc), nh.n_descsz);
+                break;
+              }
+              p = desc + pad(nh.n_descsz);
+            }
+          }
         }
         static_cast<std::vector<Object>*>(out)->push_back(std::move(o));
         return 0;
@@ -34,6 +54,7 @@ void CodeMap::scan() {
     // The vDSO's name and size may differ between kernels of one cluster's nodes; no task code lives there.
     if (o.name.find("linux-vdso") != std::string::npos || o.name.find("linux-gate") != std::string::npos) continue;
     mix(o.name.data(), o.name.size());
+    mix(o.build_id.data(), o.build_id.size());
     for (const auto& s : o.segments) {
       const std::uintptr_t size = s.second - s.first;
       mix(&size, sizeof size);

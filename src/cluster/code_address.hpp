@@ -24,7 +24,9 @@ class CodeMap {
   CodeAddress encode(const void* p);
   /// Throws std::runtime_error for an object index this process does not have.
   const void* decode(CodeAddress a) const;
-  /// A hash of the loaded objects' names and segment sizes: equal on processes that run the same program.
+  /// A hash of the loaded objects' names, segment sizes and build ids (the linker's GNU build-id note, where
+  /// present): equal on processes that run the same program. Without build ids, two builds of a program whose
+  /// segments happen to have the same sizes would pass for one, and each would run the other's code by offset.
   std::uint64_t signature() const noexcept { return signature_; }
 
  private:
@@ -32,6 +34,7 @@ class CodeMap {
     std::string name;
     std::uintptr_t base;
     std::vector<std::pair<std::uintptr_t, std::uintptr_t>> segments;  // [lo, hi) absolute
+    std::string build_id;  // the NT_GNU_BUILD_ID note's bytes (empty without one)
   };
   void scan();
   mutable std::mutex m_;
