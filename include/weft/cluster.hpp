@@ -47,7 +47,8 @@
 // Offloadable bodies (checked at compile time for the type, at run time for stack pointers): trivially copyable
 // closures; capture values and pointers into dmalloc/lmalloc memory; never capture by reference. The body's
 // code is identified across ranks by its offset inside its executable or shared object: every rank must run the
-// same executable with the same shared objects (checked when the Runtime is constructed).
+// same executable with the same shared objects (their names, sizes and build ids are compared when the Runtime is
+// constructed: std::runtime_error on every rank otherwise).
 //
 // Known limits: inoutset, commutative and reduction accesses are refused (std::invalid_argument) in a job of
 // several processes; a cluster runs dependency tasks only (no taskiter, no flow graph on a cluster Runtime);
