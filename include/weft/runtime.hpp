@@ -38,6 +38,9 @@ inline constexpr std::size_t kDefaultMaxTasks = 256;
 /// Largest accepted values.
 inline constexpr unsigned kMaxThreads = 4096;
 inline constexpr std::size_t kMaxMaxTasks = std::size_t{1} << 24;
+/// Default and largest Options::steal_batch.
+inline constexpr unsigned kDefaultStealBatch = 32;
+inline constexpr unsigned kMaxStealBatch = 1024;
 /// Trace events each worker can hold (ProfileOptions::trace_buffer): default and largest accepted value.
 inline constexpr std::size_t kDefaultTraceBuffer = std::size_t{1} << 20;
 inline constexpr std::size_t kMaxTraceBuffer = std::size_t{1} << 28;
@@ -104,6 +107,11 @@ struct Options {
   /// next without going through a queue (unless its queue holds a task of higher priority).
   /// Environment: WEFT_IMMEDIATE_SUCCESSOR=1|0 (default 1).
   bool immediate_successor = true;
+  /// Work stealing: a worker that finds its queues empty takes the oldest task of another worker and, with it,
+  /// up to this many more (at most half of that worker's queue), which it queues as its own: idle workers then
+  /// spread work among themselves instead of all polling one producer. 1: one task per steal.
+  /// Environment: WEFT_STEAL_BATCH (default kDefaultStealBatch, 1..kMaxStealBatch).
+  unsigned steal_batch = kDefaultStealBatch;
   /// Profiling and tracing (off by default). Environment: WEFT_PROFILE, WEFT_TRACE, WEFT_TRACE_EDGES,
   /// WEFT_TRACE_BUFFER (see ProfileOptions).
   ProfileOptions profile;

@@ -88,6 +88,8 @@ Options Options::from_environment() {
     o.num_threads = static_cast<unsigned>(parse_integer("WEFT_NUM_THREADS", v, 1, kMaxThreads));
   if (const char* v = std::getenv("WEFT_MAX_TASKS"))
     o.max_tasks = static_cast<std::size_t>(parse_integer("WEFT_MAX_TASKS", v, 1, kMaxMaxTasks));
+  if (const char* v = std::getenv("WEFT_STEAL_BATCH"))
+    o.steal_batch = static_cast<unsigned>(parse_integer("WEFT_STEAL_BATCH", v, 1, kMaxStealBatch));
   if (const char* v = std::getenv("WEFT_BIND")) {
     if (std::strcmp(v, "cores") == 0)
       o.bind_to_cores = true;
@@ -166,6 +168,9 @@ void Options::validate() const {
   if (max_tasks < 1 || max_tasks > kMaxMaxTasks)
     throw config_error("weft: Options::max_tasks=" + std::to_string(max_tasks) + " is invalid: expected 1 to " +
                        std::to_string(kMaxMaxTasks));
+  if (steal_batch < 1 || steal_batch > kMaxStealBatch)
+    throw config_error("weft: Options::steal_batch=" + std::to_string(steal_batch) + " is invalid: expected 1 to " +
+                       std::to_string(kMaxStealBatch));
   if (!(watchdog_seconds >= 0 && watchdog_seconds <= kMaxWatchdog))
     throw config_error("weft: Options::watchdog_seconds=" + std::to_string(watchdog_seconds) +
                        " is invalid: expected 0 (off) to " + std::to_string(static_cast<long long>(kMaxWatchdog)));

@@ -22,6 +22,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -149,14 +150,17 @@ Task* find_queued_work(Worker& w) {
       Worker& v = *ws[(start + k) % n];
       if (&v == &w) continue;
       // The victim's own order: its positive priorities, its default-priority deque, then its negative ones.
+      // Default-priority tasks come in a batch (Options::steal_batch), queued here where our own idle
+      // neighbours can take them in turn.
+      std::uint32_t moved = 0;
       Task* t = v.prioritized.pop(1, /*owner=*/false);
-      if (!t) t = v.deque.steal();
+      if (!t) t = v.deque.steal_batch(w.deque, w.engine->options.steal_batch - 1, moved);
       if (!t) t = v.prioritized.pop(INT32_MIN, /*owner=*/false);
       if (t) {
-        ++w.counters.tasks_stolen;
+        w.counters.tasks_stolen += 1 + moved;
         trace::on_steal(w);
-        // More where that came from: wake a helper.
-        if (v.deque.maybe_nonempty() || !v.prioritized.empty()) w.engine->wake_one();
+        // More where that came from (there, or the batch here): wake a helper.
+        if (moved != 0 || v.deque.maybe_nonempty() || !v.prioritized.empty()) w.engine->wake_one();
         return t;
       }
     }
@@ -186,17 +190,17 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
   }
   // Spin (polling the queues) for some tens of microseconds, then yield, then sleep: a worker that finds no
   // work between the tasks of a busy program stays responsive, an idle one stops burning its core.
-  // A round is short (a few pause instructions, well under a microsecond) so that a task pushed by another
-  // worker is stolen within about a microsecond: at fine grain that latency is paid at every dependency
-  // that crosses workers.
+  // A round is short (a few pause instructions, well under a microsecond, times the number of other workers:
+  // see Engine::idle_pauses) so that a task pushed by another worker is stolen within about a microsecond: at
+  // fine grain that latency is paid at every dependency that crosses workers.
   // With a communication thread, work from other ranks comes from that thread, which may share this core
   // (WEFT_COMM_THREAD=on without a spare one): spin only briefly before yielding to it, or each message would
   // wait out this spin (measured: 0.5 ms per 8-byte hop). On a core of its own a yield returns at once.
   Engine& e = *w.engine;
-  const unsigned spin = e.progress_worker ? 64 : 4096;
+  const unsigned spin = e.progress_worker ? 64 : e.idle_spin_rounds;
   unsigned r = ++w.idle_rounds;
   if (r < spin) {
-    for (int i = 0; i < 4; ++i) WEFT_PAUSE();
+    for (unsigned i = 0; i < e.idle_pauses; ++i) WEFT_PAUSE();
     return;
   }
   if (r < spin + 256) {
@@ -401,7 +405,7 @@ void Engine::wake_all() {
 
 namespace {
 
-constexpr std::uint32_t kCountBatch = 64;
+constexpr std::uint32_t kMaxCountBatch = 64;
 
 // Subtracts the worker's batched completions; returns the parent if that completed it.
 inline Task* take_counted(Worker& w) {
@@ -419,7 +423,7 @@ inline Task* take_counted(Worker& w) {
 // Counts a finished child of p in the worker's batch; a parent that this completes goes to `todo`.
 inline void count_finished_child(Worker& w, Task* p, std::vector<Task*>& todo) {
   if (p == w.counted_parent) {
-    if (++w.counted >= kCountBatch)
+    if (++w.counted >= w.count_batch)
       if (Task* q = take_counted(w)) todo.push_back(q);
   } else {
     if (w.counted)
@@ -842,9 +846,20 @@ bool spare_core(unsigned workers) {
 
 Engine::Engine(const Options& o) : options(o) {
   options.validate();
+  // Completions batched per worker are hidden from the parent's count, which throttling reads: with many
+  // workers, 64 each would hide more than max_tasks finished children, and a producer could stall on a window
+  // of tasks that are long done. Together they hide at most half the window.
+  const auto batch = std::clamp<std::size_t>(options.max_tasks / (2 * options.num_threads), 1, kMaxCountBatch);
+  // Idle workers poll the others' queues about every four pauses each with two workers; with more, each one
+  // polls less often, so that together they poll a producer's lines about as often (every push of a producer
+  // that 15 thieves poll without pause must win its cache lines back from all of them), and a pushed task is
+  // still found within about the same time by the first of them. The spin lasts as long.
+  idle_pauses = std::clamp(4u * (options.num_threads - 1), 4u, 64u);
+  idle_spin_rounds = 4096 * 4 / idle_pauses;
   for (unsigned i = 0; i < options.num_threads; ++i) {
     workers.push_back(std::make_unique<Worker>(*this, i));
     workers.back()->immediate_successor = options.immediate_successor;
+    workers.back()->count_batch = static_cast<std::uint32_t>(batch);
   }
   if (options.comm_thread == CommThread::on ||
       (options.comm_thread == CommThread::automatic && spare_core(options.num_threads))) {

@@ -127,10 +127,11 @@ struct alignas(64) Worker {
   Task* next = nullptr;  ///< immediate successor slot
   bool immediate_successor = true;  ///< Options::immediate_successor, kept at hand
   /// Children finished here but not yet subtracted from their parent's `alive` (batched: one atomic per
-  /// kCountBatch completions instead of one per child). Flushed when the parent changes, before any wait
+  /// count_batch completions instead of one per child). Flushed when the parent changes, before any wait
   /// or idle period, and before running a task of another parent.
   Task* counted_parent = nullptr;
   std::uint32_t counted = 0;
+  std::uint32_t count_batch = 64;  ///< at most 64, and all workers' batches hide at most max_tasks / 2 children
   std::uint64_t rng;
   unsigned idle_rounds = 0;  ///< rounds of the current idle streak (0: the worker found work since)
   /// Inside a poll of the progress sources made because the worker found no work (not between tasks): a
@@ -268,6 +269,8 @@ class Engine {
 
   std::mutex sleep_mutex;
   std::condition_variable sleep_cv;
+  /// An idle worker's polling round: pause instructions per round, and rounds before it yields (idle_backoff).
+  unsigned idle_pauses = 4, idle_spin_rounds = 4096;
 
   /// The communication thread's worker, the last of `workers` (Options::comm_thread), or null: then the workers
   /// poll the progress source themselves. Workers steal from it as from any other; num_workers() omits it.

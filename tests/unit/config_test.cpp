@@ -17,7 +17,7 @@ using namespace weft_test;
 namespace {
 
 const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR",
-                             "WEFT_WATCHDOG", "WEFT_COMM_THREAD"};
+                             "WEFT_WATCHDOG", "WEFT_COMM_THREAD", "WEFT_STEAL_BATCH"};
 
 class Config : public testing::Test {
  protected:
@@ -117,6 +117,22 @@ TEST_F(Config, BadMaxTasks) {
   expect_env_error("WEFT_MAX_TASKS", "-1");
   expect_env_error("WEFT_MAX_TASKS", "lots");
   expect_env_error("WEFT_MAX_TASKS", std::to_string(weft::kMaxMaxTasks + 1).c_str());
+}
+
+TEST_F(Config, StealBatch) {
+  EXPECT_EQ(weft::Options::from_environment().steal_batch, weft::kDefaultStealBatch);
+  ::setenv("WEFT_STEAL_BATCH", "1", 1);
+  EXPECT_EQ(weft::Options::from_environment().steal_batch, 1u);
+  ::setenv("WEFT_STEAL_BATCH", std::to_string(weft::kMaxStealBatch).c_str(), 1);
+  EXPECT_EQ(weft::Options::from_environment().steal_batch, weft::kMaxStealBatch);
+  expect_env_error("WEFT_STEAL_BATCH", "0");
+  expect_env_error("WEFT_STEAL_BATCH", "half");
+  expect_env_error("WEFT_STEAL_BATCH", std::to_string(weft::kMaxStealBatch + 1).c_str());
+  weft::Options o;
+  o.steal_batch = 0;
+  EXPECT_THROW(o.validate(), weft::config_error);
+  o.steal_batch = weft::kMaxStealBatch + 1;
+  EXPECT_THROW(o.validate(), weft::config_error);
 }
 
 TEST_F(Config, BadBind) {

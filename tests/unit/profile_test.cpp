@@ -129,7 +129,9 @@ TEST(Profile, KnownTasksGiveExactCountsAndConsistentTimes) {
   EXPECT_EQ(p.total.tasks_executed, n + 1u);
   EXPECT_EQ(p.workers[0].tasks_created, n + 1u);  // the root runs on worker 0
   EXPECT_EQ(p.workers[0].tasks_executed + p.workers[1].tasks_executed, n + 1u);
-  EXPECT_EQ(p.workers[1].tasks_stolen, p.workers[1].tasks_executed);  // worker 1 has only what it steals
+  // Worker 1 runs only what it steals; of a batch it steals, worker 0 may steal some back (Options::steal_batch).
+  EXPECT_LE(p.workers[1].tasks_executed, p.workers[1].tasks_stolen);
+  EXPECT_LE(p.workers[1].tasks_stolen - p.workers[1].tasks_executed, p.workers[0].tasks_stolen);
   const weft::Stats s = rt.stats();
   EXPECT_EQ(p.stats.tasks_stolen, s.tasks_stolen);
   EXPECT_EQ(p.stats.immediate_successor, s.immediate_successor);
