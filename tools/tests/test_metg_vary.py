@@ -212,7 +212,8 @@ class Vary(unittest.TestCase):
         cells = summary["results"]["2"]["systems"]["smallout"]
         self.assertIsNotNone(cells[1]["metg_us"])
         self.assertIsNone(cells[2]["metg_us"])
-        self.assertIn("no successful run (1 failed: exit status 2; see output-65536/failures.log)", cells[2]["note"])
+        self.assertEqual(cells[2]["note"], "no successful run (1 failed: exit status 2: error: -output is at most "
+                                           "4096 bytes on several ranks; see output-65536/failures.log)")
         self.assertIsNotNone(summary["results"]["2"]["systems"]["weft"][2]["metg_us"])
         row = next(x for x in rows if x["output"] == "65536" and x["system"] == "smallout")
         self.assertEqual((row["metg_us"], row["ratio_to_baseline"]), ("", ""))

@@ -162,6 +162,7 @@ class Run:
     command: str
     status: str = "ok"  # "ok" or why it failed ("exit status 1", "timed out ...", "bad output: ...")
     summary: taskbench.Summary | None = None
+    error: str = ""  # a failed run's first line of stderr that says "error", else its first line
 
     @property
     def ok(self) -> bool:
@@ -764,6 +765,8 @@ def execute(config: Config, progress: Progress, log, only_rep: int | None = None
                 run.status = f"bad output: {e}"
         else:
             run.status = result.describe_failure(config.timeout)
+            lines = [x.strip() for x in result.stderr.splitlines() if x.strip()]
+            run.error = next((x for x in lines if "error" in x.lower()), lines[0] if lines else "")
         runs.append(run)
         if not run.ok:
             failures[key] = failures.get(key, 0) + 1
@@ -1058,7 +1061,8 @@ def vary_cells(config: Config, sweeps: list[Sweep]) -> list[VaryCores]:
                 if not mine:
                     note = "not run"
                 elif curve is None or not curve.points:
-                    statuses = ", ".join(dict.fromkeys(r.status for r in failed))
+                    statuses = ", ".join(dict.fromkeys(r.status + (f": {r.error}" if r.error else "")
+                                                       for r in failed))
                     note = f"no successful run ({len(failed)} failed: {statuses}; see {folder}/failures.log)"
                 elif metg is None:
                     note = "no peak: no run counted any work"
