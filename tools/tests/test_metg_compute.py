@@ -207,5 +207,56 @@ class Aggregation(unittest.TestCase):
         self.assertEqual(len(plan), 2 * (2 * 3 + 2 * 2))
 
 
+class Vary(unittest.TestCase):
+    def test_parse_sorts_and_types_the_values(self):
+        v = metg.parse_vary("radix=5, 0,3")
+        self.assertEqual(v.param.name, "radix")
+        self.assertEqual(v.values, (0, 3, 5))
+        v = metg.parse_vary("imbalance=1,0.25,0")
+        self.assertEqual(v.values, (0.0, 0.25, 1.0))
+        self.assertEqual([v.dir_name(x) for x in v.values], ["imbalance-0", "imbalance-0.25", "imbalance-1"])
+        self.assertEqual(metg.parse_vary("output=65536,16").values, (16, 65536))
+        self.assertEqual(metg.parse_vary("graphs=4,1").values, (1, 4))
+
+    def test_parse_rejects_bad_lists(self):
+        for text, message in (("radix", "expected PARAM=V1,V2"), ("depth=1", "unknown parameter 'depth'"),
+                              ("radix=", "empty value"), ("radix=1,,2", "empty value"), ("radix=1,", "empty value"),
+                              ("radix=1.5", "not an integer"), ("radix=-1", "out of range"),
+                              ("output=8", "out of range"), ("output=2147483648", "out of range"),
+                              ("imbalance=2.5", "out of range (0..2)"), ("imbalance=nan", "not a finite number"),
+                              ("imbalance=x", "not a number"), ("graphs=0", "out of range"),
+                              ("radix=3,1,3", "3 is given twice")):
+            with self.assertRaises(metg.argparse.ArgumentTypeError, msg=text) as caught:
+                metg.parse_vary(text)
+            self.assertIn(message, str(caught.exception), text)
+
+    def test_value_configs_set_the_parameter_and_a_folder_each(self):
+        base = metg.Config(bin_dir="/x", systems=["weft"], cores=[2], iterations=[4, 1], reps=1,
+                           pattern=taskbench.Pattern(type="nearest"), percent=50, crossing="finest", metric="flops",
+                           baseline=None, timeout=1, max_failures=1, tolerance=0.05, mpirun=("mpirun",),
+                           out_dir="/o", vary=metg.parse_vary("radix=0,5"))
+        configs = metg.value_configs(base)
+        self.assertEqual([v for v, _ in configs], [0, 5])
+        self.assertEqual([c.pattern.radix for _, c in configs], [0, 5])
+        self.assertEqual([c.out_dir for _, c in configs], ["/o/radix-0", "/o/radix-5"])
+        self.assertTrue(all(c.vary is None for _, c in configs))
+        graphs = metg.value_configs(metg.dataclasses.replace(base, vary=metg.parse_vary("graphs=1,4")))
+        self.assertEqual([c.pattern.graphs for _, c in graphs], [1, 4])
+        plain = metg.dataclasses.replace(base, vary=None)
+        self.assertEqual(metg.value_configs(plain), [(None, plain)])
+
+    def test_shared_peak_is_the_best_of_all_sweeps_and_sets_every_efficiency(self):
+        fast = [metg.Run("a", 1, 100, 0, "cmd", summary=summary(0.5, flops=100_000))]
+        slow = [metg.Run("a", 1, 100, 0, "cmd", summary=summary(1.0, flops=100_000)),
+                metg.Run("a", 1, 1, 0, "cmd", summary=summary(0.1, flops=1_000))]
+        peaks = metg.shared_peaks([("radix 0", fast), ("radix 5", slow)], "flops")
+        self.assertEqual(peaks[1], metg.Peak(200_000, "a", 100, "radix 0"))
+        res = metg.analyze(slow, "flops", 50.0, peaks=peaks)[1]
+        self.assertAlmostEqual(res.peak, 200_000)
+        self.assertEqual(res.peak_from, "radix 0")
+        self.assertAlmostEqual(res.curves["a"].points[0].efficiency, 0.5)  # its own peak would give 100%
+        self.assertIsNone(metg.analyze(slow, "flops", 50.0)[1].peak_from)
+
+
 if __name__ == "__main__":
     unittest.main()

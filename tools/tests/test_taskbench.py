@@ -206,6 +206,16 @@ class Commands(unittest.TestCase):
         self.assertEqual(flags, one + ["-and"] + one + ["-and"] + one)
         self.assertIn("3 graphs", p.describe())
 
+    def test_output_and_imbalance_in_every_graph(self):
+        p = taskbench.Pattern(steps=3, graphs=2, kernel="load_imbalance", output=4096, imbalance=0.5)
+        one = ["-steps", "3", "-width", "4", "-type", "stencil_1d", "-kernel", "load_imbalance", "-iter", "16",
+               "-output", "4096", "-imbalance", "0.5"]
+        self.assertEqual(p.graph_flags(4, 16), one + ["-and"] + one)
+        self.assertIn("imbalance 0.5", p.describe())
+        self.assertIn("output 4096 B", p.describe())
+        self.assertNotIn("-output", taskbench.Pattern().graph_flags(1, 1))
+        self.assertNotIn("-imbalance", taskbench.Pattern().graph_flags(1, 1))
+
     def test_kinds(self):
         self.assertEqual(taskbench.system_kind("mpi"), "mpi")
         self.assertEqual(taskbench.system_kind("mpi-openmp"), "mpi")

@@ -48,6 +48,8 @@ DEFAULT_BIN = os.path.join("build", "release", "bench", "taskbench")
 # Kernels whose counted work is bytes moved rather than FLOPs (spec section 4); empty and busy_wait count nothing.
 BYTE_KERNELS = ("memory_bound", "memory_daxpy")
 FLOP_KERNELS = ("compute_bound", "compute_bound2", "load_imbalance", "compute_dgemm")
+# Dependence types whose dependencies per task -radix sets (spec section 2).
+RADIX_TYPES = ("nearest", "spread", "random_nearest")
 
 
 # --- the computation -------------------------------------------------------------------------------------------
@@ -160,6 +162,7 @@ class Run:
     command: str
     status: str = "ok"  # "ok" or why it failed ("exit status 1", "timed out ...", "bad output: ...")
     summary: taskbench.Summary | None = None
+    error: str = ""  # a failed run's first line of stderr that says "error", else its first line
 
     @property
     def ok(self) -> bool:
@@ -196,6 +199,15 @@ class CoreResult:
     peak_system: str | None
     peak_iterations: int | None
     curves: dict[str, Curve]
+    peak_from: str | None = None  # where a peak given to analyze() was reached, when not in these runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Peak:
+    rate: float
+    system: str | None
+    iterations: int | None
+    where: str | None = None  # the sweep that reached it ("radix 0"), for a peak shared by several sweeps
 
 
 def aggregate(runs: list[Run], metric: str) -> dict[int, dict[str, Curve]]:
@@ -226,11 +238,14 @@ def aggregate(runs: list[Run], metric: str) -> dict[int, dict[str, Curve]]:
 
 
 def analyze(runs: list[Run], metric: str, percent: float, tolerance: float = 0.05,
-            crossing: str = "finest") -> dict[int, CoreResult]:
-    """Peak, efficiencies, METG(percent) and the peak check, per core count."""
+            crossing: str = "finest", peaks: dict[int, Peak] | None = None) -> dict[int, CoreResult]:
+    """Peak, efficiencies, METG(percent) and the peak check, per core count. The peak is that of `runs`, or the
+    one `peaks` gives for the core count (the highest rate of several sweeps, see shared_peaks)."""
     results = {}
     for cores, curves in sorted(aggregate(runs, metric).items()):
-        best_rate, best_system, best_iter = find_peak(curves)
+        given = (peaks or {}).get(cores)
+        best_rate, best_system, best_iter = ((given.rate, given.system, given.iterations) if given
+                                             else find_peak(curves))
         for curve in curves.values():
             if best_rate > 0:
                 for p, e in zip(curve.points, efficiencies([p.rate for p in curve.points], best_rate)):
@@ -238,8 +253,21 @@ def analyze(runs: list[Run], metric: str, percent: float, tolerance: float = 0.0
                 curve.metg = compute_metg([p.granularity for p in curve.points],
                                           [p.efficiency for p in curve.points], percent / 100.0, crossing)
                 curve.reaches_peak = bool(curve.points) and curve.points[0].efficiency >= 1.0 - tolerance
-        results[cores] = CoreResult(cores, best_rate, best_system, best_iter, curves)
+        results[cores] = CoreResult(cores, best_rate, best_system, best_iter, curves,
+                                    given.where if given else None)
     return results
+
+
+def shared_peaks(sweeps: list[tuple[str, list[Run]]], metric: str) -> dict[int, Peak]:
+    """Per core count, the highest rate of any system at any iteration count in any of the sweeps (given as
+    (name, runs)): one peak, and so one efficiency scale, for sweeps that differ in one graph parameter only."""
+    best: dict[int, Peak] = {}
+    for where, runs in sweeps:
+        for cores, curves in aggregate(runs, metric).items():
+            rate, system, iterations = find_peak(curves)
+            if rate > 0 and (cores not in best or rate > best[cores].rate):
+                best[cores] = Peak(rate, system, iterations, where)
+    return best
 
 
 # --- configuration ---------------------------------------------------------------------------------------------
@@ -258,7 +286,7 @@ QUICK_HELP = (f"preset for a short run (under 3 minutes on 2 cores): -steps {QUI
               f"{QUICK['max_iter']} down to 1 by factors of {QUICK['iter_factor']}, {QUICK['reps']} repetitions, "
               f"cores {','.join(map(str, QUICK['cores']))}, systems {','.join(QUICK['systems'])} (those built; "
               f"mpi and weft-flow@mpi only if mpirun is found, the latter only if it runs on several processes); "
-              f"options given explicitly override it")
+              f"with --vary, core count {max(QUICK['cores'])} only; options given explicitly override it")
 
 
 @dataclasses.dataclass
@@ -278,6 +306,7 @@ class Config:
     tolerance: float
     mpirun: tuple[str, ...]
     out_dir: str
+    vary: Vary | None = None  # --vary: this config is the base of one sweep per value (see value_configs)
 
 
 class UsageError(Exception):
@@ -309,6 +338,78 @@ def sweep_iterations(max_iter: int, factor: int, min_iter: int = 1) -> list[int]
         v //= factor
     values.append(min_iter)
     return values
+
+
+@dataclasses.dataclass(frozen=True)
+class VaryParam:
+    """A graph parameter --vary sweeps: the Pattern field it sets, its range and how the figures show it."""
+    name: str
+    flag: str  # the taskbench flag it sets (refused in --extra alongside --vary)
+    kind: type  # int or float
+    low: float
+    high: float | None
+    axis: str  # x-axis label
+    log_x: bool
+
+
+# Ranges as taskbench accepts them (bench/taskbench/core/core.cpp), except graphs, which only --graphs bounds.
+VARY_PARAMS = {
+    "radix": VaryParam("radix", "-radix", int, 0, None, "dependencies per task (-radix)", False),
+    "output": VaryParam("output", "-output", int, 16, 2 ** 30, "bytes per dependency (-output)", True),
+    "imbalance": VaryParam("imbalance", "-imbalance", float, 0.0, 2.0, "load imbalance (-imbalance)", False),
+    "graphs": VaryParam("graphs", "-and", int, 1, None, "concurrent graphs (-and)", False),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Vary:
+    param: VaryParam
+    values: tuple  # increasing, no repeats
+
+    def text(self, value) -> str:
+        return f"{value:g}" if self.param.kind is float else str(value)
+
+    def dir_name(self, value) -> str:
+        return f"{self.param.name}-{self.text(value)}"
+
+
+def vary_number(name: str):
+    """argparse type: one value of the parameter `name`, in its range."""
+    param = VARY_PARAMS[name]
+
+    def parse(text):
+        text = text.strip()
+        try:
+            v = param.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{name}: '{text}' is not {'an integer' if param.kind is int else 'a number'}") from None
+        if param.kind is float and not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"{name}: '{text}' is not a finite number")
+        if v < param.low or (param.high is not None and v > param.high):
+            bounds = (f"{param.low:g}..{param.high:g}" if param.high is not None else f"at least {param.low:g}")
+            raise argparse.ArgumentTypeError(f"{name} {text} is out of range ({bounds})")
+        return v
+    return parse
+
+
+def parse_vary(text: str) -> Vary:
+    """argparse type of --vary: PARAM=V1,V2,... with a known PARAM and distinct values in its range."""
+    name, eq, values = text.partition("=")
+    name = name.strip()
+    if not eq:
+        raise argparse.ArgumentTypeError(f"'{text}': expected PARAM=V1,V2,... (PARAM one of "
+                                          f"{', '.join(VARY_PARAMS)})")
+    if name not in VARY_PARAMS:
+        raise argparse.ArgumentTypeError(f"unknown parameter '{name}' (one of {', '.join(VARY_PARAMS)})")
+    parts = values.split(",")
+    if not values.strip() or any(not p.strip() for p in parts):
+        raise argparse.ArgumentTypeError(f"{name}: empty value in '{values}' (expected V1,V2,...)")
+    parsed = [vary_number(name)(p) for p in parts]
+    repeated = sorted({v for v in parsed if parsed.count(v) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{name}: {repeated[0]:g} is given twice")
+    return Vary(VARY_PARAMS[name], tuple(sorted(parsed)))
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -360,20 +461,44 @@ exit, validation failure, timeout, malformed summary) is reported with the end o
 and failures.log (only written when a run fails), and makes metg exit with status 1 after writing its outputs.
 
 Outputs in --out: runs.csv (every run), points.csv (medians), summary.json, summary.txt (the table) and
-metg-<N>cores.png (FLOP/s vs iterations and efficiency vs granularity, one line per system).""")
+metg-<N>cores.png (FLOP/s vs iterations and efficiency vs granularity, one line per system).
+
+--vary PARAM=V1,V2,... runs the sweep above once per value of a graph parameter: radix (dependencies per task;
+with --type nearest, spread or random_nearest), output (-output bytes per dependency), imbalance (-imbalance
+0..2; the kernel defaults to load_imbalance) or graphs (concurrent copies, -and). Repetitions go through every
+value in turn; one peak per core count, the highest of all values, defines efficiency for all of them. Each value
+writes the outputs above in --out/PARAM-V; --out gets vary-PARAM.txt (the table on stdout: rows = values,
+columns = systems' METG in us, then their ratios to the baseline: --baseline, mpi when measured, else the first
+system; "-" where a system has no METG, with a note saying why: failed runs, or never reaching p%),
+vary-PARAM.csv (a row per value, core count and system), vary-PARAM.json, vary-PARAM.png (METG vs PARAM, one line
+per system, a panel per core count) and vary-PARAM-efficiency-<N>cores.png (efficiency vs granularity, a panel
+per system, a line per value). --quick with --vary runs on the largest of its core counts only.""")
     p.add_argument("--systems", default=None,
                    help="comma-separated systems (executables taskbench-<system> in --bin), or 'all' for every one "
                         "built (default); <system>@mpi runs taskbench-<system> under mpirun, one rank per core and "
                         "one worker per rank (weft-flow@mpi), <system>@mpi:W with W workers per rank")
     p.add_argument("--bin", default=None, help=f"directory of the executables (default: <repo>/{DEFAULT_BIN})")
     p.add_argument("--type", default="stencil_1d", help="dependence type (default stencil_1d)")
-    p.add_argument("--radix", type=int_at_least(0), default=None, help="-radix of the graphs (default: theirs)")
-    p.add_argument("--graphs", type=int_at_least(1), default=1,
+    p.add_argument("--radix", type=int_at_least(0), default=None,
+                   help="-radix of the graphs: dependencies per task of nearest, spread, random_nearest "
+                        "(default: theirs, 3)")
+    p.add_argument("--graphs", type=int_at_least(1), default=None,
                    help="run N copies of the graph at once (-and), default 1")
+    p.add_argument("--output", type=int_at_least(VARY_PARAMS["output"].low), default=None,
+                   help="-output: bytes each task outputs, carried by each of its dependencies (default: theirs, 16)")
+    p.add_argument("--imbalance", type=vary_number("imbalance"), default=None,
+                   help=f"-imbalance {VARY_PARAMS['imbalance'].low:g}..{VARY_PARAMS['imbalance'].high:g} of kernel "
+                        f"load_imbalance (the kernel then defaults to it)")
+    p.add_argument("--vary", type=parse_vary, default=None, metavar="PARAM=V1,V2,...",
+                   help="one METG sweep per value of PARAM (" + ", ".join(VARY_PARAMS) + "), and METG vs PARAM "
+                        "for all systems side by side: the paper's METG vs dependencies per task (radix, with "
+                        "--type nearest), vs communication (output bytes), vs load imbalance, 1 vs 4 graphs; "
+                        "see below")
     p.add_argument("--steps", type=int_at_least(1), default=None, help="timesteps (default 1000)")
     p.add_argument("--width-per-core", type=int_at_least(1), default=1,
                    help="graph width = cores x this (default 1)")
-    p.add_argument("--kernel", default="compute_bound", help="kernel (default compute_bound)")
+    p.add_argument("--kernel", default=None,
+                   help="kernel (default compute_bound; load_imbalance with --imbalance or --vary imbalance)")
     p.add_argument("--extra", default="", help="more taskbench flags, added to every graph (shell-quoted)")
     p.add_argument("--cores", default=None,
                    help="comma-separated core counts: threads (-workers) or MPI ranks (default: 1 and all cores)")
@@ -400,7 +525,8 @@ metg-<N>cores.png (FLOP/s vs iterations and efficiency vs granularity, one line 
     p.add_argument("--mpirun", default="mpirun", help="MPI launcher command (default mpirun)")
     p.add_argument("--out", default=None, help="output directory (default <repo>/results/metg-<date>-<time>)")
     p.add_argument("--quick", action="store_true", help=QUICK_HELP)
-    p.add_argument("--dry-run", action="store_true", help="print the commands of one repetition and exit")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the commands of one repetition (of every --vary value) and exit")
     return p
 
 
@@ -408,9 +534,12 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
     """Config from the parsed options, and notes on requested systems that are skipped."""
     quick = QUICK if args.quick else {}
     bin_dir = os.path.abspath(args.bin) if args.bin else os.path.join(REPO_ROOT, DEFAULT_BIN)
+    vary = args.vary
 
     if args.cores is not None:
         cores = sorted(set(positive_int_list(args.cores, "--cores")))
+    elif quick and vary:
+        cores = [max(quick["cores"])]  # one sweep per value: the figures are at one core count, as the paper's
     elif quick:
         cores = list(quick["cores"])
     else:
@@ -429,17 +558,32 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
         extra = tuple(shlex.split(args.extra))
     except ValueError as e:
         raise UsageError(f"--extra: {e}") from None
+
+    imbalanced = args.imbalance is not None or (vary is not None and vary.param.name == "imbalance")
+    kernel = args.kernel or ("load_imbalance" if imbalanced else "compute_bound")
+    if imbalanced and kernel != "load_imbalance":
+        raise UsageError(f"-imbalance applies to kernel load_imbalance only, not --kernel {kernel}")
+    if vary is not None:
+        name = vary.param.name
+        if getattr(args, name) is not None:
+            raise UsageError(f"--vary {name} sets --{name} for every sweep: give one or the other")
+        if vary.param.flag in extra:
+            raise UsageError(f"--extra sets {vary.param.flag}, which --vary {name} sets for every sweep")
+        if name == "radix" and args.type not in RADIX_TYPES:
+            raise UsageError(f"--vary radix: -type {args.type} ignores -radix (it counts for "
+                             f"{', '.join(RADIX_TYPES)}: --type nearest for the dependencies per task)")
     pattern = taskbench.Pattern(type=args.type, steps=steps, width_per_core=args.width_per_core,
-                                kernel=args.kernel, radix=args.radix, graphs=args.graphs, extra=extra)
+                                kernel=kernel, radix=args.radix, graphs=args.graphs or 1, output=args.output,
+                                imbalance=args.imbalance, extra=extra)
 
     metric = args.metric
     if metric == "auto":
-        if args.kernel in BYTE_KERNELS:
+        if kernel in BYTE_KERNELS:
             metric = "bytes"
-        elif args.kernel in FLOP_KERNELS:
+        elif kernel in FLOP_KERNELS:
             metric = "flops"
         else:
-            raise UsageError(f"kernel '{args.kernel}' counts no work, so there is no efficiency to measure; use "
+            raise UsageError(f"kernel '{kernel}' counts no work, so there is no efficiency to measure; use "
                              f"{', '.join(FLOP_KERNELS)} (FLOP/s) or {', '.join(BYTE_KERNELS)} (B/s), "
                              f"or set --metric")
     if args.percent > 100:
@@ -529,11 +673,32 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         out_dir = os.path.join(REPO_ROOT, "results", f"metg-{stamp}")
 
+    if vary is not None and vary.param.name == "radix" and args.type in ("nearest", "random_nearest"):
+        narrow = [c for c in cores if max(vary.values) > c * args.width_per_core]
+        if narrow:
+            notes.append(f"--vary radix: on {','.join(map(str, narrow))} core(s) the graph is narrower than radix "
+                         f"{max(vary.values)} (width = cores x --width-per-core): {args.type} clips a task's "
+                         f"dependencies to the width, so the largest radixes give the same graph")
+
     config = Config(bin_dir=bin_dir, systems=systems, cores=cores, iterations=iterations, reps=reps,
                     pattern=pattern, percent=args.percent, crossing=args.crossing, metric=metric, baseline=baseline,
                     timeout=args.timeout, max_failures=args.max_failures, tolerance=args.peak_tolerance / 100.0,
-                    mpirun=mpirun, out_dir=out_dir)
+                    mpirun=mpirun, out_dir=out_dir, vary=vary)
     return config, notes
+
+
+def value_configs(config: Config) -> list[tuple[object, Config]]:
+    """(value, config of its sweep) for every --vary value: the base config with the parameter set and the
+    outputs in a folder of their own; [(None, config)] without --vary."""
+    vary = config.vary
+    if vary is None:
+        return [(None, config)]
+    result = []
+    for value in vary.values:
+        pattern = dataclasses.replace(config.pattern, **{vary.param.name: value})
+        result.append((value, dataclasses.replace(config, pattern=pattern, vary=None,
+                                                  out_dir=os.path.join(config.out_dir, vary.dir_name(value)))))
+    return result
 
 
 def probe_ranks_system(bin_dir: str, system: str, mpirun: tuple[str, ...], timeout: float) -> str | None:
@@ -566,15 +731,26 @@ def planned_runs(config: Config) -> list[tuple[int, int, int, str]]:
 
 # --- the sweep -------------------------------------------------------------------------------------------------
 
-def execute(config: Config, progress: Progress, log) -> list[Run]:
-    """Runs the plan; failed runs are reported through `progress` and recorded, never dropped."""
-    plan = planned_runs(config)
-    runs: list[Run] = []
-    failures: dict[tuple[str, int], int] = {}
-    stopped: set[tuple[str, int]] = set()
-    for rep, cores, iterations, system in plan:
+@dataclasses.dataclass
+class SweepState:
+    """The runs of one config so far, and its systems' failures, carried from one repetition to the next."""
+    runs: list[Run] = dataclasses.field(default_factory=list)
+    failures: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
+    stopped: set[tuple[str, int]] = dataclasses.field(default_factory=set)
+
+
+def execute(config: Config, progress: Progress, log, only_rep: int | None = None, state: SweepState | None = None,
+            context: str = "") -> list[Run]:
+    """Runs the plan (or its repetition `only_rep`, continuing `state`); failed runs are reported through
+    `progress` and recorded, never dropped. `context` (", radix 3") tells the sweep apart in messages."""
+    state = state if state is not None else SweepState()
+    runs, failures, stopped = state.runs, state.failures, state.stopped
+    for rep, cores, iterations, system in planned_runs(config):
+        if only_rep is not None and rep != only_rep:
+            continue
         key = (system, cores)
-        label = f"rep {rep + 1}/{config.reps}, {cores} core{'s' if cores > 1 else ''}, -iter {iterations}, {system}"
+        label = (f"{context.lstrip(', ')}{', ' if context else ''}rep {rep + 1}/{config.reps}, "
+                 f"{cores} core{'s' if cores > 1 else ''}, -iter {iterations}, {system}")
         if key in stopped:
             progress.advance(label)
             continue
@@ -589,12 +765,15 @@ def execute(config: Config, progress: Progress, log) -> list[Run]:
                 run.status = f"bad output: {e}"
         else:
             run.status = result.describe_failure(config.timeout)
+            lines = [x.strip() for x in result.stderr.splitlines() if x.strip()]
+            run.error = next((x for x in lines if "error" in x.lower()), lines[0] if lines else "")
         runs.append(run)
         if not run.ok:
             failures[key] = failures.get(key, 0) + 1
             fatal = result.returncode == 2 or result.start_error is not None
             stop = fatal or failures[key] >= config.max_failures
-            report = [f"metg: FAILED {system} on {cores} core(s), -iter {iterations}, rep {rep + 1}: {run.status}",
+            report = [f"metg: FAILED {system} on {cores} core(s){context}, -iter {iterations}, rep {rep + 1}: "
+                      f"{run.status}",
                       f"  command: {line}"]
             err = runner.tail(result.stderr)
             if err:
@@ -607,7 +786,7 @@ def execute(config: Config, progress: Progress, log) -> list[Run]:
                 stopped.add(key)
                 why = "its command line was rejected" if result.returncode == 2 else (
                     "it could not start" if result.start_error else f"{failures[key]} failed runs")
-                report.append(f"  {system} is not run again on {cores} core(s): {why}")
+                report.append(f"  {system} is not run again on {cores} core(s){context}: {why}")
             text = "\n".join(report)
             progress.message(text)
             log.write(text + "\n\n")
@@ -671,7 +850,8 @@ def summary_table(config: Config, results: dict[int, CoreResult]) -> str:
         lines.append("")
         if res.peak > 0:
             lines.append(f"{cores} core{'s' if cores > 1 else ''}: peak {res.peak:.3e} {unit} "
-                         f"({res.peak_system}, -iter {res.peak_iterations})")
+                         f"({res.peak_system}, -iter {res.peak_iterations}"
+                         f"{', ' + res.peak_from if res.peak_from else ''})")
         else:
             lines.append(f"{cores} core{'s' if cores > 1 else ''}: no successful run with counted work: no peak")
         head = ["system", f"METG({pct}) us", f"vs {config.baseline}" if config.baseline else "ratio",
@@ -740,7 +920,8 @@ def summary_json(config: Config, results: dict[int, CoreResult], runs: list[Run]
                 d["ratio_to_baseline"] = curve.metg.value / base.metg.value
             systems[system] = d
         per_cores[str(cores)] = {"peak": _finite_or_none(res.peak), "peak_system": res.peak_system,
-                                 "peak_iterations": res.peak_iterations, "systems": systems}
+                                 "peak_iterations": res.peak_iterations, "peak_from": res.peak_from,
+                                 "systems": systems}
     return {
         "config": {
             "bin_dir": config.bin_dir, "systems": config.systems, "cores": config.cores,
@@ -823,6 +1004,315 @@ def write_outputs(config: Config, runs: list[Run], results: dict[int, CoreResult
     return files
 
 
+# --- METG vs a graph parameter (--vary) -------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Sweep:
+    """One value of --vary: its config, runs and results."""
+    value: object  # None without --vary
+    config: Config
+    runs: list[Run]
+    results: dict[int, CoreResult]
+
+
+@dataclasses.dataclass
+class VaryCell:
+    """METG of one system on one core count at one value of the varied parameter."""
+    value: object
+    metg: Metg | None  # None: no curve (no successful run) or no peak
+    ratio: float | None  # METG / the baseline's METG, when both have one
+    ratio_text: str  # as in the summary table: "1.23x", "<=0.50x", "-"
+    failed: int  # failed runs
+    runs: int
+    note: str  # why there is no METG, or the failures behind it ("" when none)
+
+
+@dataclasses.dataclass
+class VaryCores:
+    cores: int
+    peak: CoreResult | None  # a result of this core count (they share the peak), None without a successful run
+    baseline: str
+    systems: list[str]
+    cells: dict[str, list[VaryCell]]  # per system, one per value in order
+
+
+def vary_cells(config: Config, sweeps: list[Sweep]) -> list[VaryCores]:
+    """The METG of every system, core count and value, ratios to the baseline (--baseline, else the first
+    system), and a note on every value a system has no METG at."""
+    vary = config.vary
+    pct = f"{config.percent:g}%"
+    table = []
+    for cores in config.cores:
+        systems = [s for s in config.systems if taskbench.runs_on(s, cores)]
+        if not systems:
+            continue
+        base = config.baseline if config.baseline in systems else systems[0]
+        peak = next((sw.results[cores] for sw in sweeps if cores in sw.results), None)
+        cells: dict[str, list[VaryCell]] = {s: [] for s in systems}
+        for sw in sweeps:
+            res = sw.results.get(cores)
+            folder = vary.dir_name(sw.value)
+            base_curve = res.curves.get(base) if res else None
+            for system in systems:
+                curve = res.curves.get(system) if res else None
+                mine = [r for r in sw.runs if r.system == system and r.cores == cores]
+                failed = [r for r in mine if not r.ok]
+                metg = curve.metg if curve is not None and curve.points else None
+                if not mine:
+                    note = "not run"
+                elif curve is None or not curve.points:
+                    statuses = ", ".join(dict.fromkeys(r.status + (f": {r.error}" if r.error else "")
+                                                       for r in failed))
+                    note = f"no successful run ({len(failed)} failed: {statuses}; see {folder}/failures.log)"
+                elif metg is None:
+                    note = "no peak: no run counted any work"
+                elif metg.value is None:
+                    note = f"never reaches {pct} (best {metg.best_efficiency * 100:.1f}%)"
+                elif failed:
+                    note = f"{len(failed)} failed run(s) (see {folder}/failures.log)"
+                else:
+                    note = ""
+                ratio = None
+                if (metg is not None and metg.value is not None and base_curve is not None
+                        and base_curve.metg is not None and base_curve.metg.value is not None):
+                    ratio = metg.value / base_curve.metg.value
+                ratio_text = _ratio(curve, base_curve) if curve is not None else "-"
+                cells[system].append(VaryCell(sw.value, metg, ratio, ratio_text, len(failed), len(mine), note))
+        table.append(VaryCores(cores, peak, base, systems, cells))
+    return table
+
+
+def _columns(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def vary_table(config: Config, table: list[VaryCores]) -> str:
+    vary = config.vary
+    name = vary.param.name
+    unit = "FLOP/s" if config.metric == "flops" else "B/s"
+    pct = f"{config.percent:g}%"
+    lines = [f"METG({pct}) in us vs {name} ({', '.join(vary.text(v) for v in vary.values)}) - "
+             f"{config.pattern.describe()}; median of {config.reps} run(s); efficiency = {unit} / the peak of all "
+             f"values; {config.crossing} crossing; '-': no METG (see the notes), '<=x': even the finest point "
+             f"reaches {pct}"]
+    for vc in table:
+        lines.append("")
+        plural = "s" if vc.cores > 1 else ""
+        if vc.peak is not None and vc.peak.peak > 0:
+            lines.append(f"{vc.cores} core{plural}: peak {vc.peak.peak:.3e} {unit} ({vc.peak.peak_system}, -iter "
+                         f"{vc.peak.peak_iterations}{', ' + vc.peak.peak_from if vc.peak.peak_from else ''})")
+        else:
+            lines.append(f"{vc.cores} core{plural}: no successful run with counted work: no peak")
+        rows = [[name] + vc.systems]
+        for k, value in enumerate(vary.values):
+            rows.append([vary.text(value)] +
+                        [vc.cells[s][k].metg.format_us() if vc.cells[s][k].metg else "-" for s in vc.systems])
+        lines += _columns(rows)
+        others = [s for s in vc.systems if s != vc.baseline]
+        if others:
+            lines.append(f"  METG / METG of {vc.baseline}:")
+            rows = [[name] + others]
+            for k, value in enumerate(vary.values):
+                rows.append([vary.text(value)] + [vc.cells[s][k].ratio_text for s in others])
+            lines += ["  " + line for line in _columns(rows)]
+        notes = [f"{name} {vary.text(cell.value)}, {s}: {cell.note}"
+                 for k in range(len(vary.values)) for s in vc.systems if (cell := vc.cells[s][k]).note]
+        if notes:
+            lines.append("  notes:")
+            lines += ["    " + n for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+VARY_FIELDS = ("cores", "system", "metg_us", "metg_bound", "best_efficiency", "baseline", "ratio_to_baseline",
+               "failed_runs", "runs", "note", "dir")
+
+
+def write_vary_csv(path: str, config: Config, table: list[VaryCores]) -> None:
+    vary = config.vary
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow((vary.param.name,) + VARY_FIELDS)
+        for vc in table:
+            for k, value in enumerate(vary.values):
+                for s in vc.systems:
+                    c = vc.cells[s][k]
+                    m = c.metg
+                    w.writerow([vary.text(value), vc.cores, s,
+                                "" if m is None or m.value is None else f"{m.value * 1e6:.6g}",
+                                "" if m is None or m.bound is None else m.bound,
+                                "" if m is None or not math.isfinite(m.best_efficiency) else f"{m.best_efficiency:.6f}",
+                                vc.baseline, "" if c.ratio is None else f"{c.ratio:.6g}", c.failed, c.runs, c.note,
+                                vary.dir_name(value)])
+
+
+def vary_json(config: Config, table: list[VaryCores], sweeps: list[Sweep], notes: list[str]) -> dict:
+    vary = config.vary
+    results = {}
+    for vc in table:
+        systems = {}
+        for s in vc.systems:
+            systems[s] = [{
+                "value": c.value,
+                "metg_us": None if c.metg is None or c.metg.value is None else c.metg.value * 1e6,
+                "metg_bound": None if c.metg is None else c.metg.bound,
+                "best_efficiency": (None if c.metg is None or not math.isfinite(c.metg.best_efficiency)
+                                    else c.metg.best_efficiency),
+                "ratio_to_baseline": c.ratio,
+                "failed_runs": c.failed,
+                "runs": c.runs,
+                "note": c.note or None,
+            } for c in vc.cells[s]]
+        peak = vc.peak
+        results[str(vc.cores)] = {
+            "peak": _finite_or_none(peak.peak) if peak else None,
+            "peak_system": peak.peak_system if peak else None,
+            "peak_iterations": peak.peak_iterations if peak else None,
+            "peak_from": peak.peak_from if peak else None,
+            "baseline": vc.baseline,
+            "systems": systems,
+        }
+    return {
+        "param": vary.param.name,
+        "flag": vary.param.flag,
+        "values": list(vary.values),
+        "dirs": {vary.text(v): vary.dir_name(v) for v in vary.values},
+        "config": {
+            "bin_dir": config.bin_dir, "systems": config.systems, "cores": config.cores,
+            "iterations": config.iterations, "reps": config.reps, "pattern": dataclasses.asdict(config.pattern),
+            "percent": config.percent, "crossing": config.crossing, "metric": config.metric,
+            "baseline": config.baseline, "peak_tolerance": config.tolerance, "timeout_s": config.timeout,
+        },
+        "notes": notes,
+        "runs": sum(len(sw.runs) for sw in sweeps),
+        "failed_runs": sum(1 for sw in sweeps for r in sw.runs if not r.ok),
+        "results": results,
+    }
+
+
+def _value_axis(ax, vary: Vary) -> None:
+    if vary.param.log_x:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(list(vary.values))
+    ax.set_xticklabels([vary.text(v) for v in vary.values])
+    ax.minorticks_off()
+
+
+def _plain_log_ticks(axis) -> None:
+    """Ticks at 1, 2, 3, 5 x 10^k labelled as plain numbers: a METG axis often spans less than a decade."""
+    import matplotlib.ticker as ticker
+    axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def plot_vary(config: Config, table: list[VaryCores], path: str) -> None:
+    """METG vs the parameter, one line per system, one panel per core count (the paper's Fig. 10)."""
+    from . import plotting
+    plt = plotting.plt
+
+    vary = config.vary
+    fig, axes = plt.subplots(1, len(table), figsize=(6.5 * len(table), 5), layout="constrained", squeeze=False)
+    fig.suptitle(f"METG({config.percent:g}%) vs {vary.param.axis} (lower is better)\n{config.pattern.describe()}")
+    for ax, vc in zip(axes[0], table):
+        plotted = False
+        for system in vc.systems:
+            st = plotting.style(config.systems.index(system))
+            cells = vc.cells[system]
+            xs = list(vary.values)
+            ys = [c.metg.value * 1e6 if c.metg is not None and c.metg.value is not None else math.nan
+                  for c in cells]
+            if all(math.isnan(y) for y in ys):
+                ax.plot([], [], label=f"{system} (no METG)", **st)
+                continue
+            plotted = True
+            exact = [k for k, c in enumerate(cells) if c.metg is not None and c.metg.bound == "exact"]
+            upper = [k for k, c in enumerate(cells) if c.metg is not None and c.metg.bound == "upper"]
+            ax.plot(xs, ys, label=system, markevery=exact, **st)
+            if upper:
+                ax.plot([xs[k] for k in upper], [ys[k] for k in upper], linestyle="none", marker=st["marker"],
+                        markerfacecolor="none", color=st["color"])
+        if plotted:
+            ax.set_yscale("log")
+            _plain_log_ticks(ax.yaxis)
+        _value_axis(ax, vary)
+        ax.set_xlabel(vary.param.axis)
+        ax.set_ylabel(f"METG({config.percent:g}%) (us)")
+        ax.set_title(f"{vc.cores} core{'s' if vc.cores > 1 else ''}; hollow: upper bound (<=)")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize="small")
+    plotting.save(fig, path)
+
+
+def plot_vary_efficiency(config: Config, sweeps: list[Sweep], cores: int, path: str) -> None:
+    """Efficiency vs task granularity, one panel per system, one line per value (the paper's Figs. 11-12)."""
+    from . import plotting
+    plt = plotting.plt
+
+    vary = config.vary
+    systems = [s for s in config.systems if taskbench.runs_on(s, cores)]
+    ncols = min(3, len(systems))
+    nrows = (len(systems) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 4 * nrows), layout="constrained", squeeze=False,
+                             sharex=True, sharey=True)
+    fig.suptitle(f"efficiency vs task granularity for varying {vary.param.axis} (higher is better)\n"
+                 f"{config.pattern.describe()}; {cores} core{'s' if cores > 1 else ''}")
+    colours = plt.get_cmap("viridis")
+    for index, ax in enumerate(axes.flat):
+        if index >= len(systems):
+            ax.set_visible(False)
+            continue
+        system = systems[index]
+        for k, sw in enumerate(sweeps):
+            res = sw.results.get(cores)
+            curve = res.curves.get(system) if res else None
+            colour = colours(k / max(1, len(sweeps) - 1) * 0.9)
+            label = f"{vary.param.name} {vary.text(sw.value)}"
+            if curve is None or not curve.points or res.peak <= 0:
+                ax.plot([], [], color=colour, label=label + " (no run)")
+                continue
+            ax.plot([p.granularity * 1e6 for p in curve.points], [p.efficiency * 100 for p in curve.points],
+                    color=colour, marker="o", markersize=3, label=label)
+        ax.axhline(config.percent, color="red", linestyle="--", linewidth=1)
+        ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis)
+        ax.set_title(system)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize="x-small")
+    for ax in axes[-1]:
+        ax.set_xlabel("task granularity (us)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("efficiency (% of peak)")
+    plotting.save(fig, path)
+
+
+def write_vary_outputs(config: Config, sweeps: list[Sweep], notes: list[str]) -> tuple[list[str], str]:
+    """vary-<param>.csv, .json, .txt and .png, and an efficiency figure per core count, in the --out folder;
+    returns the files and the table."""
+    name = config.vary.param.name
+    table = vary_cells(config, sweeps)
+    text = vary_table(config, table)
+    files = []
+
+    def out(file_name):
+        path = os.path.join(config.out_dir, file_name)
+        files.append(path)
+        return path
+
+    write_vary_csv(out(f"vary-{name}.csv"), config, table)
+    with open(out(f"vary-{name}.txt"), "w") as f:
+        f.write(text)
+    with open(out(f"vary-{name}.json"), "w") as f:
+        json.dump(vary_json(config, table, sweeps, notes), f, indent=2, allow_nan=False)
+        f.write("\n")
+    if table:
+        plot_vary(config, table, out(f"vary-{name}.png"))
+    for vc in table:
+        if vc.peak is not None and vc.peak.peak > 0:
+            plot_vary_efficiency(config, sweeps, vc.cores, out(f"vary-{name}-efficiency-{vc.cores}cores.png"))
+    return files, text
+
+
 # --- command line ----------------------------------------------------------------------------------------------
 
 def _load_average() -> float | None:
@@ -830,6 +1320,19 @@ def _load_average() -> float | None:
         return round(os.getloadavg()[0], 2)
     except OSError:
         return None
+
+
+def print_dry_run(config: Config, heading: str = "") -> None:
+    """The commands of the first repetition of `config`, under a line `# <heading>N runs per repetition ...`."""
+    plan = planned_runs(config)
+    print(f"# {heading}{len(plan) // config.reps} runs per repetition x {config.reps} repetition(s); "
+          f"outputs would go to {config.out_dir}")
+    for rep, cores, iterations, system in plan:
+        if rep:
+            break
+        argv_, env = taskbench.command(config.bin_dir, system, cores, config.pattern, iterations, config.mpirun)
+        missing = "" if taskbench.is_runnable(taskbench.executable(config.bin_dir, system)) else "   # not built"
+        print(taskbench.format_command(argv_, env) + missing)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -842,61 +1345,94 @@ def main(argv: list[str] | None = None) -> int:
     for note in notes:
         print(f"metg: {note}", file=sys.stderr)
 
-    plan = planned_runs(config)
+    vary = config.vary
+    values = value_configs(config)
+
+    def context(value) -> str:
+        return "" if value is None else f", {vary.param.name} {vary.text(value)}"
+
     if args.dry_run:
-        print(f"# {len(plan) // config.reps} runs per repetition x {config.reps} repetition(s); "
-              f"outputs would go to {config.out_dir}")
-        for rep, cores, iterations, system in plan:
-            if rep:
-                break
-            argv_, env = taskbench.command(config.bin_dir, system, cores, config.pattern, iterations, config.mpirun)
-            missing = "" if taskbench.is_runnable(taskbench.executable(config.bin_dir, system)) else "   # not built"
-            print(taskbench.format_command(argv_, env) + missing)
+        if vary is not None:
+            print(f"# --vary {vary.param.name}: {len(values)} value(s), one sweep each; METG vs {vary.param.name} "
+                  f"would go to {config.out_dir}")
+        for value, c in values:
+            print_dry_run(c, context(value).lstrip(", ") + (": " if value is not None else ""))
         return 0
 
     load_before = _load_average()
     if load_before is not None and load_before > 0.5 * (os.cpu_count() or 1):
         print(f"metg: warning: load average {load_before:.2f} on {os.cpu_count()} cores: other programs are "
               f"running, so timings will be noisy (slow outliers; see --crossing)", file=sys.stderr)
-    log_path = os.path.join(config.out_dir, "failures.log")
+    logs = []
     try:
-        os.makedirs(config.out_dir, exist_ok=True)
-        log = open(log_path, "w")
+        for _, c in values:
+            os.makedirs(c.out_dir, exist_ok=True)
+            logs.append(open(os.path.join(c.out_dir, "failures.log"), "w"))
     except OSError as e:
+        for log in logs:
+            log.close()
         print(f"metg: --out {config.out_dir}: cannot write there: {e.strerror or e}", file=sys.stderr)
         return 2
-    print(f"metg: {len(plan)} runs ({', '.join(config.systems)}; cores {','.join(map(str, config.cores))}; "
-          f"-iter {config.iterations[0]}..{config.iterations[-1]}; {config.reps} rep(s)) -> {config.out_dir}",
-          file=sys.stderr)
-    progress = Progress(len(plan))
-    with log:
-        try:
-            runs = execute(config, progress, log)
-        except KeyboardInterrupt:
-            progress.finish()
-            print("metg: interrupted", file=sys.stderr)
-            return 130
+    total = sum(len(planned_runs(c)) for _, c in values)
+    print(f"metg: {total} runs ({', '.join(config.systems)}; cores {','.join(map(str, config.cores))}; "
+          f"-iter {config.iterations[0]}..{config.iterations[-1]}; {config.reps} rep(s)" +
+          (f"; {vary.param.name} {','.join(vary.text(v) for v in vary.values)}" if vary is not None else "") +
+          f") -> {config.out_dir}", file=sys.stderr)
+    progress = Progress(total)
+    states = [SweepState() for _ in values]
+    try:
+        # Repetition by repetition through every value, so that drift on the machine affects all values alike.
+        for rep in range(config.reps):
+            for (value, c), state, log in zip(values, states, logs):
+                execute(c, progress, log, rep, state, context(value))
+    except KeyboardInterrupt:
+        progress.finish()
+        print("metg: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        for log in logs:
+            log.close()
     progress.finish()
-    if not any(not r.ok for r in runs):
-        os.remove(log_path)  # only a run that failed leaves a failures.log
+    for (_, c), state in zip(values, states):
+        if all(r.ok for r in state.runs):
+            os.remove(os.path.join(c.out_dir, "failures.log"))  # only a run that failed leaves a failures.log
 
-    results = analyze(runs, config.metric, config.percent, config.tolerance, config.crossing)
-    no_work = any(r.ok for r in runs) and all(res.peak <= 0 for res in results.values())
+    peaks = (shared_peaks([(context(v).lstrip(", "), st.runs) for (v, _), st in zip(values, states)], config.metric)
+             if vary is not None else None)
+    sweeps = [Sweep(value, c, state.runs,
+                    analyze(state.runs, c.metric, c.percent, c.tolerance, c.crossing, peaks))
+              for (value, c), state in zip(values, states)]
+    runs = [r for sw in sweeps for r in sw.runs]
+    no_work = any(r.ok for r in runs) and all(res.peak <= 0 for sw in sweeps for res in sw.results.values())
     notes.append(f"load average (1 min) before the runs: {load_before}, after: {_load_average()}; "
                  f"{os.cpu_count()} cores")
     try:
-        files = write_outputs(config, runs, results, notes)
+        files = []
+        for sw in sweeps:
+            files += write_outputs(sw.config, sw.runs, sw.results, notes)
+        if vary is not None:
+            vary_files, table = write_vary_outputs(config, sweeps, notes)
+            files += vary_files
+        else:
+            table = summary_table(config, sweeps[0].results)
     except OSError as e:  # e.g. a full disk: the results are lost, say so in one line
         print(f"metg: cannot write the results in {config.out_dir}: {e.filename or ''}: {e.strerror or e}",
               file=sys.stderr)
         return 1
-    sys.stdout.write(summary_table(config, results))
+    sys.stdout.write(table)
+    if vary is None:
+        print(f"\nmetg: wrote {', '.join(os.path.basename(f) for f in files)} in {config.out_dir}", file=sys.stderr)
+    else:
+        print(f"\nmetg: wrote {', '.join(os.path.basename(f) for f in files if os.path.dirname(f) == config.out_dir)}"
+              f" in {config.out_dir}, and each value's runs.csv, points.csv, summary.* and plots in "
+              f"{', '.join(vary.dir_name(v) for v in vary.values)}", file=sys.stderr)
     failed = sum(1 for r in runs if not r.ok)
-    print(f"\nmetg: wrote {', '.join(os.path.basename(f) for f in files)} in {config.out_dir}", file=sys.stderr)
     if failed:
-        skipped = len(plan) - len(runs)
+        skipped = total - len(runs)
+        logs_with_failures = [os.path.relpath(os.path.join(sw.config.out_dir, "failures.log"), config.out_dir)
+                              for sw in sweeps if any(not r.ok for r in sw.runs)]
         print(f"metg: {failed} run(s) FAILED" + (f", {skipped} not run after them" if skipped else "") +
-              " (see failures.log)", file=sys.stderr)
+              f" (see {', '.join(logs_with_failures)})", file=sys.stderr)
         return 1
     if no_work:
         print(f"metg: every run reports zero {config.metric}: there is no peak and no efficiency", file=sys.stderr)

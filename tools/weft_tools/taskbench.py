@@ -203,13 +203,20 @@ class Pattern:
     kernel: str = "compute_bound"
     radix: int | None = None
     graphs: int = 1
+    output: int | None = None  # -output: bytes each task outputs (and each dependency carries)
+    imbalance: float | None = None  # -imbalance (kernel load_imbalance)
     extra: tuple[str, ...] = ()  # further flags, added to every graph
 
     def graph_flags(self, width: int, iterations: int) -> list[str]:
         one = ["-steps", str(self.steps), "-width", str(width), "-type", self.type]
         if self.radix is not None:
             one += ["-radix", str(self.radix)]
-        one += ["-kernel", self.kernel, "-iter", str(iterations), *self.extra]
+        one += ["-kernel", self.kernel, "-iter", str(iterations)]
+        if self.output is not None:
+            one += ["-output", str(self.output)]
+        if self.imbalance is not None:
+            one += ["-imbalance", f"{self.imbalance:g}"]
+        one += self.extra
         flags = list(one)
         for _ in range(self.graphs - 1):
             flags += ["-and", *one]
@@ -220,6 +227,10 @@ class Pattern:
         if self.radix is not None:
             parts.append(f"radix {self.radix}")
         parts += [f"{self.steps} steps", f"width {self.width_per_core}/core", self.kernel]
+        if self.imbalance is not None:
+            parts.append(f"imbalance {self.imbalance:g}")
+        if self.output is not None:
+            parts.append(f"output {self.output} B")
         if self.graphs > 1:
             parts.append(f"{self.graphs} graphs")
         if self.extra:
