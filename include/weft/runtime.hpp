@@ -112,6 +112,16 @@ struct Options {
   /// spread work among themselves instead of all polling one producer. 1: one task per steal.
   /// Environment: WEFT_STEAL_BATCH (default kDefaultStealBatch, 1..kMaxStealBatch).
   unsigned steal_batch = kDefaultStealBatch;
+  /// Ablation switches (paper comparisons; leave them on): each turns one of the engine's contention measures
+  /// off, to measure what it contributes.
+  /// local_counts: workers count finished (and newly readied) children in per-worker batches and touch a
+  /// parent's counter once per batch (thread-local termination counting); off: one atomic per child.
+  /// Environment: WEFT_LOCAL_COUNTS=1|0 (default 1).
+  bool local_counts = true;
+  /// biased_lock: a flow graph's keyed task tables guard their resizing with a reader-biased lock (BRAVO: a
+  /// lookup writes only its worker's flag); off: every lookup takes a shared std::shared_mutex.
+  /// Environment: WEFT_BIASED_LOCK=1|0 (default 1).
+  bool biased_lock = true;
   /// Profiling and tracing (off by default). Environment: WEFT_PROFILE, WEFT_TRACE, WEFT_TRACE_EDGES,
   /// WEFT_TRACE_BUFFER (see ProfileOptions).
   ProfileOptions profile;

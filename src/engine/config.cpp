@@ -90,6 +90,8 @@ Options Options::from_environment() {
     o.max_tasks = static_cast<std::size_t>(parse_integer("WEFT_MAX_TASKS", v, 1, kMaxMaxTasks));
   if (const char* v = std::getenv("WEFT_STEAL_BATCH"))
     o.steal_batch = static_cast<unsigned>(parse_integer("WEFT_STEAL_BATCH", v, 1, kMaxStealBatch));
+  if (const char* v = std::getenv("WEFT_LOCAL_COUNTS")) o.local_counts = parse_flag("WEFT_LOCAL_COUNTS", v);
+  if (const char* v = std::getenv("WEFT_BIASED_LOCK")) o.biased_lock = parse_flag("WEFT_BIASED_LOCK", v);
   if (const char* v = std::getenv("WEFT_BIND")) {
     if (std::strcmp(v, "cores") == 0)
       o.bind_to_cores = true;

@@ -776,7 +776,7 @@ void detached_submit(Task* t, Task* anchor) {
   Worker& w = *tls_worker;
   Task* const a = anchor;
   // Tested only when this worker is about to touch the anchor's count (count_new_child takes credits): about
-  // once per kCredit sends, so the bound is max_tasks + kCredit per worker.
+  // once per Worker::credit sends, so the bound is max_tasks + credit per worker.
   // (Not on the communication thread, which must not run tasks: it delivers what other ranks sent.)
   if ((w.counted_parent != a || w.counted == 0) && tls_send_throttle_depth < kMaxSendThrottleDepth &&
       !w.progress_only) [[unlikely]] {
@@ -849,7 +849,10 @@ Engine::Engine(const Options& o) : options(o) {
   // Completions batched per worker are hidden from the parent's count, which throttling reads: with many
   // workers, 64 each would hide more than max_tasks finished children, and a producer could stall on a window
   // of tasks that are long done. Together they hide at most half the window.
-  const auto batch = std::clamp<std::size_t>(options.max_tasks / (2 * options.num_threads), 1, kMaxCountBatch);
+  // (Options::local_counts off: a batch of one, an atomic per child.)
+  const auto batch = options.local_counts
+                         ? std::clamp<std::size_t>(options.max_tasks / (2 * options.num_threads), 1, kMaxCountBatch)
+                         : 1;
   // Idle workers poll the others' queues about every four pauses each with two workers; with more, each one
   // polls less often, so that together they poll a producer's lines about as often (every push of a producer
   // that 15 thieves poll without pause must win its cache lines back from all of them), and a pushed task is
@@ -860,6 +863,7 @@ Engine::Engine(const Options& o) : options(o) {
     workers.push_back(std::make_unique<Worker>(*this, i));
     workers.back()->immediate_successor = options.immediate_successor;
     workers.back()->count_batch = static_cast<std::uint32_t>(batch);
+    workers.back()->credit = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(batch) / 2);
   }
   if (options.comm_thread == CommThread::on ||
       (options.comm_thread == CommThread::automatic && spare_core(options.num_threads))) {

@@ -36,7 +36,8 @@ GraphBase::GraphBase(weft::Runtime* rt, std::unique_ptr<weft::Runtime> owned,
     throw error("weft::flow::graph: a flow graph cannot run on a cluster Runtime (Options::cluster) of several "
                 "processes: give it a Runtime of its own");
   // One reader slot more than workers: a communication thread (Options::comm_thread) delivers messages too.
-  const unsigned workers = rt->num_workers() + 1;
+  // None with Options::biased_lock off: every lookup then takes the tables' shared_mutex.
+  const unsigned workers = rt->options().biased_lock ? rt->num_workers() + 1 : 0;
   for (std::size_t i = 0; i < g.tts.size(); ++i) g.tts[i]->set_id(static_cast<std::uint32_t>(i));
   for (auto& t : g.tts) t->attach(&g, workers);
   // On several processes (collective): the transport, and a check that every rank built this same graph.

@@ -17,7 +17,7 @@ using namespace weft_test;
 namespace {
 
 const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR",
-                             "WEFT_WATCHDOG", "WEFT_COMM_THREAD", "WEFT_STEAL_BATCH"};
+                             "WEFT_WATCHDOG", "WEFT_COMM_THREAD", "WEFT_STEAL_BATCH", "WEFT_LOCAL_COUNTS", "WEFT_BIASED_LOCK"};
 
 class Config : public testing::Test {
  protected:
@@ -133,6 +133,19 @@ TEST_F(Config, StealBatch) {
   EXPECT_THROW(o.validate(), weft::config_error);
   o.steal_batch = weft::kMaxStealBatch + 1;
   EXPECT_THROW(o.validate(), weft::config_error);
+}
+
+TEST_F(Config, AblationSwitches) {
+  weft::Options o = weft::Options::from_environment();
+  EXPECT_TRUE(o.local_counts);
+  EXPECT_TRUE(o.biased_lock);
+  ::setenv("WEFT_LOCAL_COUNTS", "0", 1);
+  ::setenv("WEFT_BIASED_LOCK", "0", 1);
+  o = weft::Options::from_environment();
+  EXPECT_FALSE(o.local_counts);
+  EXPECT_FALSE(o.biased_lock);
+  expect_env_error("WEFT_LOCAL_COUNTS", "no");
+  expect_env_error("WEFT_BIASED_LOCK", "2");
 }
 
 TEST_F(Config, BadBind) {
