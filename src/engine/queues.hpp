@@ -81,34 +81,17 @@ class StealDeque {
     return x;
   }
 
-  Task* steal() {
-    // The thief's side of pop's fence: `top_` is read before `bottom_`.
-#if WEFT_TSAN
-    std::int64_t t = top_.load(std::memory_order_seq_cst);
-    std::int64_t b = bottom_.load(std::memory_order_seq_cst);
-#else
-    std::int64_t t = top_.load(std::memory_order_acquire);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    std::int64_t b = bottom_.load(std::memory_order_acquire);
-#endif
-    if (t >= b) return nullptr;
-    Array* a = array_.load(std::memory_order_acquire);
-    Task* x = a->get(t);
-    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) return nullptr;
-    return x;
-  }
-
-  /// steal(), then up to `max_more` further tasks, at most half of what the deque held, moved to `into` (the
-  /// calling thief's own deque, oldest first, so that its own thieves take them in the victim's order). Returns
-  /// the first task (null if none was taken); `moved` counts the others. One thief with a batch stops coming
-  /// back for more and is itself a victim: with one producer and many thieves, the producer's lines stop being
-  /// the one place every idle worker polls and CASes.
+  /// The thief's side: takes the oldest task and up to `max_more` further tasks (0: that one alone), at most half
+  /// of what the deque held; the others go to `into` (the calling thief's own deque, oldest first, so that its
+  /// own thieves take them in the victim's order). Returns the first task (null if none was taken); `moved`
+  /// counts the others. A thief with a batch stops coming back for more and is itself a victim.
   /// One CAS of `top_` per task, each a complete steal: a single CAS over several slots would race with the
   /// owner's pop, which takes the slots below `top_` without a CAS while it sees more than one left. Each step
-  /// re-reads `bottom_` after a full fence (the thief's side of pop's fence, as in steal()); `top_` need not be
-  /// re-read: the previous CAS wrote it, and the next CAS fails if anyone moved it since.
+  /// re-reads `bottom_` after a full fence (the thief's side of pop's fence); `top_` need not be re-read: the
+  /// previous CAS wrote it, and the next CAS fails if anyone moved it since.
   Task* steal_batch(StealDeque& into, std::uint32_t max_more, std::uint32_t& moved) {
     moved = 0;
+    // The thief's side of pop's fence: `top_` is read before `bottom_`.
 #if WEFT_TSAN
     std::int64_t t = top_.load(std::memory_order_seq_cst);
     std::int64_t b = bottom_.load(std::memory_order_seq_cst);

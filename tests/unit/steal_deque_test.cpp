@@ -38,9 +38,12 @@ TEST(StealDeque, BatchTakesTheOldestAndAtMostHalf) {
   EXPECT_EQ(first->trace_tag, 0u);
   EXPECT_EQ(moved, 5u) << "at most half of the 10 queued tasks besides the first";
   // The thief's own thieves take the moved tasks oldest first; the thief itself pops the newest.
-  Task* s = thief.steal();
+  StealDeque third;
+  std::uint32_t none = 99;
+  Task* s = thief.steal_batch(third, 0, none);
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->trace_tag, 1u);
+  EXPECT_EQ(none, 0u);
   for (std::uint64_t k = 5; k >= 2; --k) {
     Task* p = thief.pop();
     ASSERT_NE(p, nullptr);

@@ -7,16 +7,15 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 METG = os.path.join(HERE, "..", "metg")
-FAKE = os.path.join(HERE, "fake_taskbench.py")
 FAKE_MPIRUN = os.path.join(HERE, "fake_mpirun.py")
 sys.path.insert(0, HERE)
 
 import fake_taskbench  # noqa: E402
+from fake_bin import FakeTaskbenchCase  # noqa: E402
 
 SYSTEMS = ("weft", "serial", "mpi", "omp-task-gcc", "halfpeak", "broken", "hang", "garbled", "oneproc")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -37,24 +36,8 @@ def expected_metg_us(system, cores, peak_rate, steps, fraction=0.5):
     return fake_taskbench.model_elapsed(system, tasks, hi, cores) * cores / tasks * 1e6
 
 
-class EndToEnd(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.bin = os.path.join(cls.tmp.name, "bin")
-        os.mkdir(cls.bin)
-        # Wrappers rather than links to FAKE: they start the fake with this interpreter and without site
-        # packages, which keeps the hundreds of runs of these tests fast.
-        for s in SYSTEMS:
-            path = os.path.join(cls.bin, "taskbench-" + s)
-            with open(path, "w") as f:
-                f.write(f'#!/bin/sh\nFAKE_TASKBENCH_SYSTEM={s} exec {shlex.quote(sys.executable)} -S '
-                        f'{shlex.quote(FAKE)} "$@"\n')
-            os.chmod(path, 0o755)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
+class EndToEnd(FakeTaskbenchCase):
+    SYSTEMS = SYSTEMS
 
     def metg(self, *args, out=None, timeout=120):
         mpirun = shlex.join([sys.executable, "-S", FAKE_MPIRUN])

@@ -9,16 +9,15 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 METG = os.path.join(HERE, "..", "metg")
-FAKE = os.path.join(HERE, "fake_taskbench.py")
 FAKE_MPIRUN = os.path.join(HERE, "fake_mpirun.py")
 sys.path.insert(0, HERE)
 
 import fake_taskbench  # noqa: E402
+from fake_bin import FakeTaskbenchCase  # noqa: E402
 
 SYSTEMS = ("weft", "mpi", "omp-task-gcc", "serial", "smallout")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -46,22 +45,8 @@ def expected_metg_us(system, cores, peak_rate, width_per_core=1, graphs=1, kind=
     return elapsed(hi) * cores / tasks * 1e6
 
 
-class Vary(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.bin = os.path.join(cls.tmp.name, "bin")
-        os.mkdir(cls.bin)
-        for s in SYSTEMS:
-            path = os.path.join(cls.bin, "taskbench-" + s)
-            with open(path, "w") as f:
-                f.write(f'#!/bin/sh\nFAKE_TASKBENCH_SYSTEM={s} exec {shlex.quote(sys.executable)} -S '
-                        f'{shlex.quote(FAKE)} "$@"\n')
-            os.chmod(path, 0o755)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
+class Vary(FakeTaskbenchCase):
+    SYSTEMS = SYSTEMS
 
     def metg(self, *args, out=None):
         mpirun = shlex.join([sys.executable, "-S", FAKE_MPIRUN])

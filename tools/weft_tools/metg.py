@@ -896,6 +896,16 @@ def _finite_or_none(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
+def config_json(config: Config) -> dict:
+    """What a sweep ran: the part of summary.json and vary-PARAM.json that describes the configuration."""
+    return {
+        "bin_dir": config.bin_dir, "systems": config.systems, "cores": config.cores,
+        "iterations": config.iterations, "reps": config.reps, "pattern": dataclasses.asdict(config.pattern),
+        "percent": config.percent, "crossing": config.crossing, "metric": config.metric,
+        "baseline": config.baseline, "peak_tolerance": config.tolerance, "timeout_s": config.timeout,
+    }
+
+
 def summary_json(config: Config, results: dict[int, CoreResult], runs: list[Run], notes: list[str]) -> dict:
     def metg_dict(curve: Curve) -> dict:
         m = curve.metg
@@ -923,12 +933,7 @@ def summary_json(config: Config, results: dict[int, CoreResult], runs: list[Run]
                                  "peak_iterations": res.peak_iterations, "peak_from": res.peak_from,
                                  "systems": systems}
     return {
-        "config": {
-            "bin_dir": config.bin_dir, "systems": config.systems, "cores": config.cores,
-            "iterations": config.iterations, "reps": config.reps, "pattern": dataclasses.asdict(config.pattern),
-            "percent": config.percent, "crossing": config.crossing, "metric": config.metric,
-            "baseline": config.baseline, "peak_tolerance": config.tolerance, "timeout_s": config.timeout,
-        },
+        "config": config_json(config),
         "notes": notes,
         "runs": len(runs),
         "failed_runs": sum(1 for r in runs if not r.ok),
@@ -1177,12 +1182,7 @@ def vary_json(config: Config, table: list[VaryCores], sweeps: list[Sweep], notes
         "flag": vary.param.flag,
         "values": list(vary.values),
         "dirs": {vary.text(v): vary.dir_name(v) for v in vary.values},
-        "config": {
-            "bin_dir": config.bin_dir, "systems": config.systems, "cores": config.cores,
-            "iterations": config.iterations, "reps": config.reps, "pattern": dataclasses.asdict(config.pattern),
-            "percent": config.percent, "crossing": config.crossing, "metric": config.metric,
-            "baseline": config.baseline, "peak_tolerance": config.tolerance, "timeout_s": config.timeout,
-        },
+        "config": config_json(config),
         "notes": notes,
         "runs": sum(len(sw.runs) for sw in sweeps),
         "failed_runs": sum(1 for sw in sweeps for r in sw.runs if not r.ok),
