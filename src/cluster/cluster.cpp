@@ -1381,7 +1381,7 @@ void Cluster::on_task(const comm::Message& m) {
   {
     std::lock_guard<std::mutex> g(received_m_);
     received_[received_key(m.source(), head.seq)] = {t, c.get()};
-    if (head.n_links > kInlineEdges) t->extra_edges = new EdgeNode[head.n_links];
+    if (head.n_links > kInlineEdges) t->extra_edges = alloc_edges(w, head.n_links);
     EdgeNode* nodes = head.n_links > kInlineEdges ? t->extra_edges : t->edges;
     for (std::uint32_t k = 0; k < head.n_links; ++k) {
       WireLink l;

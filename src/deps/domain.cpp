@@ -274,7 +274,7 @@ Task* prepare_node(Worker& w, std::size_t preds, Task*& held) {
   Task* n = w.allocate();
   n->retired_next = held;
   held = n;
-  if (preds > kInlineEdges) n->extra_edges = new EdgeNode[preds];
+  if (preds > kInlineEdges) n->extra_edges = alloc_edges(w, preds);
   return n;
 }
 
@@ -684,10 +684,10 @@ bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::
 
 // Phase 1: the worker's spare edge array holds at least `cands` nodes (see link()).
 [[gnu::noinline]] void grow_spare_edges(Worker& w, std::size_t cands) {
-  EdgeNode* fresh = new EdgeNode[cands];
-  delete[] w.spare_edges;
+  EdgeNode* fresh = alloc_edges(w, cands);
+  if (w.spare_edges) free_edges(w, w.spare_edges);
   w.spare_edges = fresh;
-  w.spare_edges_size = cands;
+  w.spare_edges_size = edges_capacity(fresh);
 }
 inline void reserve_spare_edges(Worker& w, std::size_t cands) {
   if (cands > kInlineEdges && w.spare_edges_size < cands) [[unlikely]]

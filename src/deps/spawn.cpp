@@ -121,7 +121,7 @@ void free_children(Worker& w, Task* t) {
 
 void free_extras(Worker& w, Task* t) {
   if (t->extra_edges) {
-    delete[] t->extra_edges;
+    free_edges(w, t->extra_edges);
     t->extra_edges = nullptr;
   }
   if (t->weak) destroy_weak_links(w, t);

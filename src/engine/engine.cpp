@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -68,8 +69,56 @@ Stats sum_stats(const Counters* cs, std::size_t n) {
 // ---------------------------------------------------------------------------------------------------------
 
 Worker::~Worker() {
-  delete[] spare_edges;
+  if (spare_edges) free_edges(*this, spare_edges);
+  for (unsigned c = 0; c < kEdgeClasses; ++c)
+    while (EdgeNode* e = edge_pool[c]) {
+      edge_pool[c] = e[-1].next;
+      delete[] (e - 1);
+    }
   for (void* c : chunks) ::operator delete(c, std::align_val_t{alignof(Task)});
+}
+
+// Edge arrays (tasks with 3 or more predecessors: Task Bench's stencils, every Cholesky update) were a new[]
+// and a delete[] per task. An array is one node longer than its capacity: the node before it holds the
+// capacity (in `succ`) and, while pooled, the next free array of its class (in `next`).
+namespace {
+constexpr std::size_t kSmallestEdgeClass = 4;
+unsigned edge_class(std::size_t capacity) {  // capacity: a power of two from 4 to 64
+  return static_cast<unsigned>(std::countr_zero(capacity) - std::countr_zero(kSmallestEdgeClass));
+}
+}  // namespace
+
+std::size_t edges_capacity(const EdgeNode* e) { return reinterpret_cast<std::uintptr_t>(e[-1].succ); }
+
+EdgeNode* alloc_edges(Worker& w, std::size_t n) {
+  std::size_t cap = std::max(n, kSmallestEdgeClass);
+  const bool pooled = cap <= (kSmallestEdgeClass << (Worker::kEdgeClasses - 1));
+  if (pooled) {
+    cap = std::bit_ceil(cap);
+    const unsigned c = edge_class(cap);
+    if (EdgeNode* e = w.edge_pool[c]) {
+      w.edge_pool[c] = e[-1].next;
+      --w.edge_pool_size[c];
+      return e;
+    }
+  }
+  EdgeNode* block = new EdgeNode[cap + 1];
+  block[0].succ = reinterpret_cast<Task*>(static_cast<std::uintptr_t>(cap));
+  return block + 1;
+}
+
+void free_edges(Worker& w, EdgeNode* e) {
+  const std::size_t cap = edges_capacity(e);
+  if (cap <= (kSmallestEdgeClass << (Worker::kEdgeClasses - 1))) {
+    const unsigned c = edge_class(cap);
+    if (w.edge_pool_size[c] < Worker::kEdgePoolDepth) {
+      e[-1].next = w.edge_pool[c];
+      w.edge_pool[c] = e;
+      ++w.edge_pool_size[c];
+      return;
+    }
+  }
+  delete[] (e - 1);
 }
 
 void Worker::refill() {

@@ -162,6 +162,12 @@ struct alignas(64) Worker {
   TaskBuffer node_scratch;  ///< same, for a join node
   EdgeNode* spare_edges = nullptr;  ///< an edge array for the task being registered, if it needs one
   std::size_t spare_edges_size = 0;
+  /// Edge arrays freed on this worker, by size class (alloc_edges): arrays of 4, 8, 16, 32 and 64 nodes,
+  /// linked through their header; at most kEdgePoolDepth of each.
+  static constexpr unsigned kEdgeClasses = 5;
+  static constexpr std::uint32_t kEdgePoolDepth = 1024;
+  EdgeNode* edge_pool[kEdgeClasses] = {};
+  std::uint32_t edge_pool_size[kEdgeClasses] = {};
   std::uint32_t sweep_next = 64;  ///< recycling of retired children (begin_spawn): the count of the next pass
   /// The reduction clauses of the spawn being registered (finish_spawn_reductions), looked up by address.
   const ReductionSpec* red_specs = nullptr;
@@ -181,6 +187,14 @@ struct alignas(64) Worker {
     free_list = t;
   }
 };
+
+/// Edge arrays of tasks with more than kInlineEdges predecessors (Task::extra_edges): at least n nodes, from the
+/// calling worker's pool (size classes of 4 to 64 nodes; larger arrays come from the heap). Throws
+/// std::bad_alloc. An array may be freed on any worker (it joins that worker's pool).
+EdgeNode* alloc_edges(Worker& w, std::size_t n);
+void free_edges(Worker& w, EdgeNode* e);
+/// The nodes an array from alloc_edges holds (at least what was asked).
+std::size_t edges_capacity(const EdgeNode* e);
 
 /// What a progress source asks of idle workers (ProgressSource::demand).
 enum class ProgressDemand : unsigned char {

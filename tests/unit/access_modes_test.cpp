@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -188,6 +189,43 @@ TEST_P(AccessModes, WriterAfterInoutsetWaitsForAllMembers) {
     cx.spawn([&] { seen = members_done.load(); }, weft::inout(x));
   });
   EXPECT_EQ(seen, 5);
+}
+
+// A task with k predecessors keeps its k edge nodes in an array (beyond two), from a per-worker pool by size
+// class (4 to 64 nodes) or, beyond, the heap; arrays are recycled when tasks are. Gathers of every width around
+// the class boundaries, over and over (the pools fill and empty), each reading what its writers wrote.
+TEST_P(AccessModes, GathersOfEveryWidthSeeTheirWriters) {
+  weft::Runtime rt(opts(GetParam()));
+  const std::size_t widths[] = {3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 64, 65, 130};
+  const int rounds = static_cast<int>(scaled(40, 4));
+  std::vector<long> cells(130, 0);
+  std::vector<long> sums(static_cast<std::size_t>(rounds) * std::size(widths), -1);
+  rt.run([&](weft::Context& cx) {
+    std::vector<weft::Access> acc;
+    std::size_t g = 0;
+    for (int r = 0; r < rounds; ++r)
+      for (std::size_t w : widths) {
+        for (std::size_t k = 0; k < w; ++k)
+          cx.spawn([&cells, k, r] { cells[k] = r * 1000 + static_cast<long>(k); }, weft::out(cells[k]));
+        acc.clear();
+        for (std::size_t k = 0; k < w; ++k) acc.push_back(weft::in(cells[k]));
+        long* out = &sums[g++];
+        cx.spawn_accesses(
+            [&cells, w, out] {
+              long s = 0;
+              for (std::size_t k = 0; k < w; ++k) s += cells[k];
+              *out = s;
+            },
+            acc.data(), acc.size());
+      }
+  });
+  std::size_t i = 0;
+  for (int r = 0; r < rounds; ++r)
+    for (std::size_t w : widths) {
+      const long n = static_cast<long>(w);
+      ASSERT_EQ(sums[i], r * 1000 * n + n * (n - 1) / 2) << "round " << r << ", width " << w;
+      ++i;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, AccessModes, testing::Values(1u, 2u, 3u, 4u), WorkersName());
