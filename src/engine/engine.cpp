@@ -454,7 +454,7 @@ void Engine::wake_all() {
 
 namespace {
 
-constexpr std::uint32_t kMaxCountBatch = 64;
+constexpr std::uint32_t kMaxCountBatch = 64;  // completions per batch (Worker::count_batch)
 
 // Subtracts the worker's batched completions; returns the parent if that completed it.
 inline Task* take_counted(Worker& w) {
@@ -895,13 +895,11 @@ bool spare_core(unsigned workers) {
 
 Engine::Engine(const Options& o) : options(o) {
   options.validate();
-  // Completions batched per worker are hidden from the parent's count, which throttling reads: with many
-  // workers, 64 each would hide more than max_tasks finished children, and a producer could stall on a window
-  // of tasks that are long done. Together they hide at most half the window.
-  // (Options::local_counts off: a batch of one, an atomic per child.)
-  const auto batch = options.local_counts
-                         ? std::clamp<std::size_t>(options.max_tasks / (2 * options.num_threads), 1, kMaxCountBatch)
-                         : 1;
+  // Completions are counted in per-worker batches of 64 (Options::local_counts off: a batch of one, an atomic
+  // per child). With many workers the batches hide more finished children than max_tasks from a producer's
+  // throttle check; bounding them by the window was tried and measured: no gain for a producer on 16 workers
+  // (where a larger window did not help either), and its smaller credits made a flow tree 3-6x slower there.
+  const std::size_t batch = options.local_counts ? kMaxCountBatch : 1;
   // Idle workers poll the others' queues about every four pauses each with two workers; with more, each one
   // polls less often, so that together they poll a producer's lines about as often (every push of a producer
   // that 15 thieves poll without pause must win its cache lines back from all of them), and a pushed task is

@@ -131,7 +131,7 @@ struct alignas(64) Worker {
   /// or idle period, and before running a task of another parent.
   Task* counted_parent = nullptr;
   std::uint32_t counted = 0;
-  std::uint32_t count_batch = 64;  ///< at most 64, and all workers' batches hide at most max_tasks / 2 children
+  std::uint32_t count_batch = 64;  ///< 64, or 1 with Options::local_counts off
   std::uint32_t credit = 32;       ///< credits taken at once by count_new_child: half a batch (see there)
   std::uint64_t rng;
   unsigned idle_rounds = 0;  ///< rounds of the current idle streak (0: the worker found work since)
