@@ -83,6 +83,7 @@ Worker::~Worker() {
 // capacity (in `succ`) and, while pooled, the next free array of its class (in `next`).
 namespace {
 constexpr std::size_t kSmallestEdgeClass = 4;
+constexpr std::size_t kLargestEdgeClass = kSmallestEdgeClass << (Worker::kEdgeClasses - 1);  // 64
 unsigned edge_class(std::size_t capacity) {  // capacity: a power of two from 4 to 64
   return static_cast<unsigned>(std::countr_zero(capacity) - std::countr_zero(kSmallestEdgeClass));
 }
@@ -92,8 +93,7 @@ std::size_t edges_capacity(const EdgeNode* e) { return reinterpret_cast<std::uin
 
 EdgeNode* alloc_edges(Worker& w, std::size_t n) {
   std::size_t cap = std::max(n, kSmallestEdgeClass);
-  const bool pooled = cap <= (kSmallestEdgeClass << (Worker::kEdgeClasses - 1));
-  if (pooled) {
+  if (cap <= kLargestEdgeClass) {
     cap = std::bit_ceil(cap);
     const unsigned c = edge_class(cap);
     if (EdgeNode* e = w.edge_pool[c]) {
@@ -109,7 +109,7 @@ EdgeNode* alloc_edges(Worker& w, std::size_t n) {
 
 void free_edges(Worker& w, EdgeNode* e) {
   const std::size_t cap = edges_capacity(e);
-  if (cap <= (kSmallestEdgeClass << (Worker::kEdgeClasses - 1))) {
+  if (cap <= kLargestEdgeClass) {
     const unsigned c = edge_class(cap);
     if (w.edge_pool_size[c] < Worker::kEdgePoolDepth) {
       e[-1].next = w.edge_pool[c];
@@ -454,7 +454,7 @@ void Engine::wake_all() {
 
 namespace {
 
-constexpr std::uint32_t kMaxCountBatch = 64;  // completions per batch (Worker::count_batch)
+constexpr std::uint32_t kCountBatch = 64;  // completions per batch (Worker::count_batch)
 
 // Subtracts the worker's batched completions; returns the parent if that completed it.
 inline Task* take_counted(Worker& w) {
@@ -825,7 +825,7 @@ void detached_submit(Task* t, Task* anchor) {
   Worker& w = *tls_worker;
   Task* const a = anchor;
   // Tested only when this worker is about to touch the anchor's count (count_new_child takes credits): about
-  // once per Worker::credit sends, so the bound is max_tasks + credit per worker.
+  // once per credit_batch(w) sends, so the bound is max_tasks + credit_batch(w) per worker.
   // (Not on the communication thread, which must not run tasks: it delivers what other ranks sent.)
   if ((w.counted_parent != a || w.counted == 0) && tls_send_throttle_depth < kMaxSendThrottleDepth &&
       !w.progress_only) [[unlikely]] {
@@ -899,7 +899,7 @@ Engine::Engine(const Options& o) : options(o) {
   // per child). With many workers the batches hide more finished children than max_tasks from a producer's
   // throttle check; bounding them by the window was tried and measured: no gain for a producer on 16 workers
   // (where a larger window did not help either), and its smaller credits made a flow tree 3-6x slower there.
-  const std::size_t batch = options.local_counts ? kMaxCountBatch : 1;
+  const std::uint32_t batch = options.local_counts ? kCountBatch : 1;
   // Idle workers poll the others' queues about every four pauses each with two workers; with more, each one
   // polls less often, so that together they poll a producer's lines about as often (every push of a producer
   // that 15 thieves poll without pause must win its cache lines back from all of them), and a pushed task is
@@ -909,8 +909,7 @@ Engine::Engine(const Options& o) : options(o) {
   for (unsigned i = 0; i < options.num_threads; ++i) {
     workers.push_back(std::make_unique<Worker>(*this, i));
     workers.back()->immediate_successor = options.immediate_successor;
-    workers.back()->count_batch = static_cast<std::uint32_t>(batch);
-    workers.back()->credit = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(batch) / 2);
+    workers.back()->count_batch = batch;
   }
   if (options.comm_thread == CommThread::on ||
       (options.comm_thread == CommThread::automatic && spare_core(options.num_threads))) {

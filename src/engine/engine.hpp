@@ -132,7 +132,6 @@ struct alignas(64) Worker {
   Task* counted_parent = nullptr;
   std::uint32_t counted = 0;
   std::uint32_t count_batch = 64;  ///< 64, or 1 with Options::local_counts off
-  std::uint32_t credit = 32;       ///< credits taken at once by count_new_child: half a batch (see there)
   std::uint64_t rng;
   unsigned idle_rounds = 0;  ///< rounds of the current idle streak (0: the worker found work since)
   /// Inside a poll of the progress sources made because the worker found no work (not between tasks): a
@@ -424,10 +423,11 @@ inline Task* find_work(Worker& w) {
 /// Credits a worker takes from a parent at once for children it makes ready without spawning them (flow
 /// tasks, replayed taskiter instances): each such child consumes one, each completion counted on this worker
 /// returns one (count_finished_child), so a worker that releases about as many as it completes touches the
-/// parent's counter once per Worker::credit children. The parent's `alive` stays >= its true count of unfinished
+/// parent's counter once per credit_batch(w) children. The parent's `alive` stays >= its true count of unfinished
 /// children: it cannot reach zero while a worker still holds credits (returned when the worker idles). Credits
 /// are half a completion batch: a worker that completes one child before it readies the next stays within
-/// the batch instead of returning all its credits at every completion.
+/// the batch instead of returning all its credits at every completion (32; 1 with Options::local_counts off).
+inline std::uint32_t credit_batch(const Worker& w) { return (w.count_batch + 1) / 2; }
 /// Counts one more unfinished child of `a`, about to be made ready. The caller must itself keep `a` from
 /// completing meanwhile (it is a counted child of `a`, or `a`'s body). Never completes anything, so it may be
 /// called from inside complete().
@@ -435,9 +435,10 @@ inline void count_new_child(Worker& w, Task* a) {
   if (w.counted_parent == a && w.counted > 0) {
     --w.counted;
   } else if (w.counted == 0) {
-    a->alive.fetch_add(w.credit, std::memory_order_relaxed);  // relaxed: `a` is kept alive by the caller
+    const std::uint32_t credits = credit_batch(w);
+    a->alive.fetch_add(credits, std::memory_order_relaxed);  // relaxed: `a` is kept alive by the caller
     w.counted_parent = a;
-    w.counted = w.credit - 1;
+    w.counted = credits - 1;
   } else {
     a->alive.fetch_add(1, std::memory_order_relaxed);  // the batch is owed to another parent: leave it
   }

@@ -41,7 +41,7 @@
 //
 // Termination. The taskiter task's `alive` counts released instances: an instance is counted when it is made
 // ready (by the driver for the roots, else by the completing predecessor, itself still counted, so the count
-// cannot touch zero in between; per-worker credits make that an atomic per Worker::credit instances), and each
+// cannot touch zero in between; per-worker credits make that an atomic per credit_batch(w) instances), and each
 // completion is counted like a finished child (batched per worker by the engine), except that a completing
 // instance hands its count to the first instance it releases (a replayed chain counts nothing). The driver, the taskiter
 // task's body, waits until none is left, running tasks meanwhile, then frees the graph. A failed loop stops
