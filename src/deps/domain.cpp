@@ -816,6 +816,10 @@ void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
     if (link(w, node, wc.data(), wc.size())) {
       if (node->kind == &kReportedWeakNode) [[unlikely]]  // no predecessor left: as if the node completed
         t->kind->weak_ready(w, t, node);
+      // A predecessor that had already failed: t is cancelled, as complete_weak would cancel it had the
+      // predecessor finished after this link (t's own successors then see t poisoned).
+      if (node->cancelled.load(std::memory_order_relaxed)) [[unlikely]]
+        t->cancelled.store(true, std::memory_order_relaxed);
       node->succ_head.store(kClosed, std::memory_order_release);
       t->alive.fetch_sub(kWeakUnit, std::memory_order_relaxed);
     }

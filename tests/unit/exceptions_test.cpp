@@ -148,6 +148,37 @@ TEST_P(Exceptions, CancellationThroughWeakTask) {
   EXPECT_GE(s.tasks_cancelled, 2u);
 }
 
+// The same when the writer has failed before the weak task is spawned (a caught taskwait orders it): the weak
+// task's own successors are cancelled, not only its children.
+TEST_P(Exceptions, WeakTaskSpawnedAfterFailedWriterIsCancelled) {
+  weft::Runtime rt(opts(GetParam()));
+  rt.reset_stats();
+  int x = 0;
+  std::atomic<int> ran_weak_body{0}, ran_child{0}, ran_later{0};
+  bool caught = false;
+  rt.run([&](weft::Context& cx) {
+    cx.spawn([] { throw Boom{1}; }, weft::out(x));
+    try {
+      cx.taskwait();
+    } catch (const Boom&) {
+      caught = true;
+    }
+    cx.spawn([&](weft::Context& p) {
+      ran_weak_body.fetch_add(1);
+      p.spawn([&] { ran_child.fetch_add(1); }, weft::inout(x));
+    }, weft::weak_inout(x));
+    cx.spawn([&] { ran_later.fetch_add(1); }, weft::in(x));
+    cx.taskwait();
+  });
+  EXPECT_TRUE(caught);
+  EXPECT_EQ(ran_weak_body.load(), 0);
+  EXPECT_EQ(ran_child.load(), 0);
+  EXPECT_EQ(ran_later.load(), 0);
+  weft::Stats s = rt.stats();
+  EXPECT_EQ(s.tasks_cancelled, 2u);
+  EXPECT_EQ(s.tasks_executed + s.tasks_cancelled, s.tasks_created);
+}
+
 // A grandchild throws, nobody waits: its parent fails, the parent's dependents are cancelled, and the
 // exception leaves run().
 TEST_P(Exceptions, NestedExceptionPropagatesUp) {
