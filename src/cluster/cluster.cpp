@@ -893,6 +893,7 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
     const void* address;
     std::size_t bytes;
     Version version;
+    Location* reader_cell;  // an `in` access: the creator's cell names dest a holder once the task is sent
   };
   std::vector<Eager> eager_sends;
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
@@ -915,9 +916,8 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
       wa.flags = kSatisfied;
       wa.version = v.version;
       if (a.mode != AccessMode::out && !(h & bit(dest)) && eager && (h & bit(rank))) {
-        eager_sends.push_back({a.address, a.bytes, v.version});
+        eager_sends.push_back({a.address, a.bytes, v.version, a.mode == AccessMode::in ? a.where : nullptr});
         h |= bit(dest);  // it will have it: the executor waits for the data announced here
-        if (a.mode == AccessMode::in) a.where->holders.fetch_or(bit(dest), std::memory_order_acq_rel);
         wa.flags |= kEager;
       }
       wa.holders = h;
@@ -940,6 +940,12 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
     in_flight_[t] = {dest, seq, false};
   }
   send(dest, k_task_, as_bytes_of(head), payload);
+  // Only now may the creator's cells name dest a holder of the data sent eagerly: a task another thread sends
+  // to dest on the strength of it then follows this message, whose arrival makes dest's tasks wait for the
+  // bytes. (Named before the send, such a task could overtake this message and read dest's bytes before they
+  // came.) Meanwhile a task for dest sees no copy there and is sent its own, an expected duplicate.
+  for (const Eager& e : eager_sends)
+    if (e.reader_cell) e.reader_cell->holders.fetch_or(bit(dest), std::memory_order_acq_rel);
   {
     // Out: tasks spawned from now on may be linked to it (their messages follow). The number tells it from a
     // task that reused its descriptor, had it ended meanwhile.

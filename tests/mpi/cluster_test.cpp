@@ -436,3 +436,63 @@ TEST(Cluster, ReadOnlyCopiesOutliveARun) {
 }
 
 }  // namespace
+
+namespace {
+
+// Two readers of a block written on rank 0, both sent to rank 1: one by the worker that ends the writer (it
+// sends the block eagerly after its task message), the other by the spawning thread, which finds rank 1 named
+// a holder already and sends no copy. The second must still wait on rank 1 for the first one's copy: a holder
+// may be named only once the task message announcing the copy has gone (regression: named before, the second
+// task could overtake that message and read rank 1's bytes before they came, zeros here). The writers' lengths
+// vary so that the end of one meets the other's spawn. Before the fix, half the runs (4 x 3000 pairs) raced on 2
+// ranks of 2 workers.
+TEST(Cluster, ReaderSentLaterWaitsForTheEagerCopy) {
+  weft::Runtime rt(cluster_options(2));
+  if (weft::num_nodes() == 1) GTEST_SKIP() << "one process: nothing moves";
+  static constexpr int kRounds = 4, kBlocks = 3000, kLen = 64;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::int64_t> seen_first(kBlocks), seen_second(kBlocks);
+    rt.run([&](weft::Context& cx) {
+      auto* d = weft::dmalloc<std::int64_t>(kBlocks * kLen);  // zeros on every rank until written
+      auto* r = weft::dmalloc<std::int64_t>(2 * kBlocks);
+      for (int k = 0; k < kBlocks; ++k) {
+        std::int64_t* blk = d + k * kLen;
+        const int spin = (k * 37) % 2000;
+        cx.spawn([blk, k, spin] {
+          volatile int sink = 0;
+          for (int i = 0; i < spin; ++i) sink = sink + i;
+          for (int i = 0; i < kLen; ++i) blk[i] = k + 1;
+        }, weft::out(blk, kLen), weft::node(0));
+        for (int which = 0; which < 2; ++which) {
+          std::int64_t* o = r + 2 * k + which;
+          cx.spawn([blk, o] {
+            std::int64_t s = 0;
+            for (int i = 0; i < kLen; ++i) s += blk[i];
+            *o = s;
+          }, weft::in(blk, kLen), weft::out(*o), weft::node(1));
+        }
+      }
+      cx.taskwait();
+      for (int k = 0; k < kBlocks; ++k) {
+        seen_first[k] = r[2 * k];
+        seen_second[k] = r[2 * k + 1];
+      }
+      weft::dfree(d);
+      weft::dfree(r);
+    });
+    if (weft::node_id() == 0) {
+      int wrong = 0;
+      for (int k = 0; k < kBlocks; ++k) {
+        const std::int64_t expect = std::int64_t{k + 1} * kLen;
+        if (seen_first[k] != expect || seen_second[k] != expect) {
+          if (++wrong <= 5)
+            ADD_FAILURE() << "round " << round << ", block " << k << ": the readers saw " << seen_first[k]
+                          << " and " << seen_second[k] << ", expected " << expect;
+        }
+      }
+      EXPECT_EQ(wrong, 0);
+    }
+  }
+}
+
+}  // namespace
