@@ -324,8 +324,7 @@ struct IterLoop {
       }
       if (k > 1) edges.push_back({m_data + k - 1, m_data, kCross});
     }
-    std::sort(edges.begin(), edges.end());
-    edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+    sort_edges();
     w.counters.edges_created += edges.size();
 
     nodes.reset(new IterNode[m]);
@@ -361,6 +360,36 @@ struct IterLoop {
     data.clear();
     mark.clear();
     mark.shrink_to_fit();
+  }
+
+  /// Orders the edges by source, then kind, then target, without duplicates: the successor arrays are ranges
+  /// of it. One counting pass by source (O(E); a comparison sort of the whole list cost about 850 instructions
+  /// per vertex of a 5-point stencil, more than the rest of the closure), then each source's few edges sorted.
+  void sort_edges() {
+    std::vector<std::uint32_t> start(m + 1, 0);
+    for (const IterEdge& e : edges) ++start[e.from + 1];
+    for (std::uint32_t x = 0; x < m; ++x) start[x + 1] += start[x];
+    std::vector<IterEdge> by_source(edges.size());
+    {
+      std::vector<std::uint32_t> at(start.begin(), start.end() - 1);
+      for (const IterEdge& e : edges) by_source[at[e.from]++] = e;
+    }
+    std::size_t out = 0;
+    for (std::uint32_t x = 0; x < m; ++x) {
+      const auto first = by_source.begin() + start[x], last = by_source.begin() + start[x + 1];
+      if (last - first > 16) {
+        std::sort(first, last);
+      } else {  // the usual few: insertion sort, no call
+        for (auto i = first + 1; i < last; ++i)
+          for (auto j = i; j > first && *j < *(j - 1); --j) std::iter_swap(j, j - 1);
+      }
+      const auto kept = static_cast<std::size_t>(std::unique(first, last) - first);
+      if (out != start[x])  // (std::move's target must not lie within its source)
+        std::move(first, first + static_cast<std::ptrdiff_t>(kept), by_source.begin() + static_cast<std::ptrdiff_t>(out));
+      out += kept;
+    }
+    by_source.resize(out);
+    edges.swap(by_source);
   }
 
   // --- update: match a refreshed spawn with its vertex ---
