@@ -246,50 +246,40 @@ apps() {
   py=$(. tools/python.sh && weft_python bench-report.sh && echo "$WEFT_PY") || { echo "no Python 3"; exit 3; }
   run "$py" bench/apps/compare.py --build "$rel" --workers 2 "${q[@]}"
 }
-dense() {
+# mpi_bench PROGRAM ARGS...: PROGRAM (under the build) on 2 ranks.
+mpi_bench() {
   have_mpi || { echo "no mpirun"; exit 3; }
-  need "$rel/bench/apps/cluster/weft-dense-mpi"
+  need "$rel/$1"
+  local bin=$rel/$1
+  shift
+  run mpirun2 "$bin" "$@"
+}
+dense() {
   local app q=(--reps=5)
   ((quick)) && q=(--quick --reps=1)
-  for app in matvec matmul jacobi cholesky; do
-    run mpirun2 "$rel/bench/apps/cluster/weft-dense-mpi" --app=$app "${q[@]}"
-  done
+  for app in matvec matmul jacobi cholesky; do mpi_bench bench/apps/cluster/weft-dense-mpi --app=$app "${q[@]}"; done
 }
 cluster() {
-  have_mpi || { echo "no mpirun"; exit 3; }
-  need "$rel/bench/comm/weft-bench-cluster"
-  local q=(--reps=5)
-  ((quick)) && q=(--reps=1 --hops=200 --tasks=2000)
-  run mpirun2 "$rel/bench/comm/weft-bench-cluster" "${q[@]}"
+  if ((quick)); then mpi_bench bench/comm/weft-bench-cluster --reps=1 --hops=200 --tasks=2000
+  else mpi_bench bench/comm/weft-bench-cluster --reps=5; fi
 }
 dist() {
-  have_mpi || { echo "no mpirun"; exit 3; }
-  need "$rel/bench/comm/weft-bench-dist"
-  local q=()
-  ((quick)) && q=(--reps=1 --hops=2000 --fences=200 --depth=10)
-  run mpirun2 "$rel/bench/comm/weft-bench-dist" "${q[@]}"
+  if ((quick)); then mpi_bench bench/comm/weft-bench-dist --reps=1 --hops=2000 --fences=200 --depth=10
+  else mpi_bench bench/comm/weft-bench-dist; fi
 }
 comm() {
-  have_mpi || { echo "no mpirun"; exit 3; }
-  need "$rel/bench/comm/weft-bench-comm"
-  local q=()
-  ((quick)) && q=(--reps=1)
-  run mpirun2 "$rel/bench/comm/weft-bench-comm" "${q[@]}"
+  if ((quick)); then mpi_bench bench/comm/weft-bench-comm --reps=1
+  else mpi_bench bench/comm/weft-bench-comm; fi
 }
-halo() {
-  have_mpi || { echo "no mpirun"; exit 3; }
-  need "$rel/bench/apps/weft-halo-mpi"
+halo() {  # checked once, then timed
   local q=()
   ((quick)) && q=(--iters=20 --reps=1)
-  run mpirun2 "$rel/bench/apps/weft-halo-mpi" --check "${q[@]}"
-  run mpirun2 "$rel/bench/apps/weft-halo-mpi" "${q[@]}"
+  mpi_bench bench/apps/weft-halo-mpi --check "${q[@]}"
+  mpi_bench bench/apps/weft-halo-mpi "${q[@]}"
 }
 hpccg() {
-  have_mpi || { echo "no mpirun"; exit 3; }
-  need "$rel/bench/apps/weft-hpccg-mpi"
-  local q=()
-  ((quick)) && q=(--iters=10 --reps=1)
-  run mpirun2 "$rel/bench/apps/weft-hpccg-mpi" "${q[@]}"
+  if ((quick)); then mpi_bench bench/apps/weft-hpccg-mpi --iters=10 --reps=1
+  else mpi_bench bench/apps/weft-hpccg-mpi; fi
 }
 
 for n in "${names[@]}"; do

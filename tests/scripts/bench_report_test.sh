@@ -36,6 +36,17 @@ bash "$script" --quick --build-dir "$tmp/nowhere" --only=micro --out "$tmp/skip.
 grep -q "^Skipped: $tmp/nowhere/bench/micro/weft-bench-micro is not built" "$tmp/skip.md" ||
   fail "the skipped section does not say why: $(cat "$tmp/skip.md")"
 
+# A program that fails: its output and exit status in the report, and the run's exit status 1.
+mkdir -p "$tmp/failing/bench/micro"
+printf '#!/bin/sh\necho "boom: $*"\nexit 5\n' >"$tmp/failing/bench/micro/weft-bench-micro"
+chmod +x "$tmp/failing/bench/micro/weft-bench-micro"
+rc=0
+bash "$script" --quick --build-dir "$tmp/failing" --only=micro --out "$tmp/fail.md" >"$tmp/out" 2>&1 || rc=$?
+((rc == 1)) || fail "a failing section: exit status $rc, not 1"
+grep -q '^\*\*Failed (exit status 1).\*\*' "$tmp/fail.md" || fail "the failing section is not marked failed"
+grep -q '^boom: --quick$' "$tmp/fail.md" || fail "the failing program's output is not in the report"
+grep -q '^(exit status 5)$' "$tmp/fail.md" || fail "the failing command's exit status is not in the report"
+
 # A real section (the instruction counts: seconds under valgrind): the header, the command, the program's own
 # output; without valgrind, the section says so.
 rc=0
