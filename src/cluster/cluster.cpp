@@ -386,7 +386,9 @@ class Cluster final : public Engine::Service {
   bool wait_locked(const void* address, Task* t, std::atomic<int>* counter);
   /// A transfer of `address` arrived (its bytes `landed` in place: they are now that version here).
   void arrived(const void* address, bool landed, Version version);
-  void fetch_to_here(const void* address, std::size_t bytes, Seen s, Task* t, std::atomic<int>* counter);
+  /// Asks a holder of version s for the datum (the creator `prefer`, if it is one and not -1: see the definition).
+  void fetch_to_here(const void* address, std::size_t bytes, Seen s, Task* t, std::atomic<int>* counter,
+                     int prefer);
   /// Sends version `version` of the datum to `dest`: now if this rank's bytes are that version or no transfer
   /// of it is on its way here; else once it has arrived (this rank is named a holder from the moment it asked
   /// for it). Under in_m_.
@@ -1026,13 +1028,21 @@ void Cluster::send_when_here_locked(int dest, const void* address, std::size_t b
     send_data(dest, address, bytes, eager, version);
 }
 
-void Cluster::fetch_to_here(const void* address, std::size_t bytes, Seen s, Task* t, std::atomic<int>* counter) {
-  // Under in_m_: a transfer already on its way serves this too; else ask a holder (the lowest-numbered one).
+void Cluster::fetch_to_here(const void* address, std::size_t bytes, Seen s, Task* t, std::atomic<int>* counter,
+                            int prefer) {
+  // Under in_m_: a transfer already on its way serves this too; else ask a holder. The creator of the task
+  // whose view this is, if it is a holder: it has the bytes, or knows they are coming (it named itself only
+  // after registering its own fetch, or got them announced by its own creator's task message), whereas a rank
+  // the creator named when it sent it a copy may not have seen that message yet (messages from two ranks are
+  // not ordered). Else the lowest-numbered holder.
   if (wait_locked(address, t, counter)) return;
   expect_locked(address, s.version);
   wait_locked(address, t, counter);
   int from = 0;
-  while (from < size && !(s.holders & bit(from))) ++from;
+  if (prefer >= 0 && prefer < size && (s.holders & bit(prefer)))
+    from = prefer;
+  else
+    while (from < size && !(s.holders & bit(from))) ++from;
   if (from >= size) comm::abort_job("weft::cluster: a datum has no holder (internal error)");
   incoming_[address].asked = from;
   const WireData d{reinterpret_cast<std::uint64_t>(address), bytes, s.version};
@@ -1061,7 +1071,7 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
       } else if (!(h & bit(rank))) {
         here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
-        fetch_to_here(a.address, a.bytes, v, t, nullptr);  // counted as a reader on arrival
+        fetch_to_here(a.address, a.bytes, v, t, nullptr, received ? c.creator : -1);  // a reader on arrival
         if (!received && a.mode == AccessMode::in) a.where->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
       } else if (wait_locked(a.address, t, nullptr)) {
         here = false;
@@ -1229,7 +1239,7 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
       cell->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
     } else if (!(v.holders & bit(rank))) {
       pending.fetch_add(1, std::memory_order_relaxed);
-      fetch_to_here(a, bytes, v, nullptr, &pending);
+      fetch_to_here(a, bytes, v, nullptr, &pending, c.role == ClusterTask::Role::received ? c.creator : -1);
       cell->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
       flushes.fetch_add(1, std::memory_order_relaxed);
     } else if (wait_locked(a, nullptr, &pending)) {
