@@ -50,6 +50,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -161,6 +162,7 @@ struct IterLoop {
   std::vector<IterEdge> edges;
   std::vector<std::uint32_t> mark;  ///< last target linked from each task (duplicate intra edges)
   std::unordered_map<const void*, Datum> data;
+  std::vector<Access> merge_scratch;  ///< record_spawn's merged accesses
   std::uint32_t current_copy = 0;
   // Reductions: members are recorded as readers of their datum (they touch only their copies), and the group is
   // closed by a combine vertex recorded as a writer of it (inout): the combination then follows the members and
@@ -243,9 +245,18 @@ struct IterLoop {
   }
 
   void record(Worker& w, Task* t, const Access* a, std::size_t n, bool combine = false) {
+    // One lookup per access: references into the map stay valid while it grows (close_group records more).
+    Datum* few[8];
+    std::vector<Datum*> many;
+    Datum** ds = few;
+    if (n > std::size(few)) {
+      many.resize(n);
+      ds = many.data();
+    }
+    for (std::size_t i = 0; i < n; ++i) ds[i] = &data[a[i].address];
     // Groups this task does not join end before it: their combinations come first.
     for (std::size_t i = 0; i < n; ++i) {
-      Datum& d = data[a[i].address];
+      Datum& d = *ds[i];
       if (d.group && (a[i].mode != AccessMode::reduction || spec_of(w, a[i].address).ops != d.group->ops))
         close_group(w, a[i].address, d);
     }
@@ -257,7 +268,7 @@ struct IterLoop {
     links_of.emplace_back();
     is_combine.push_back(combine);
     for (std::size_t i = 0; i < n; ++i) {
-      Datum& d = data[a[i].address];
+      Datum& d = *ds[i];
       if (a[i].mode == AccessMode::reduction) {
         if (!d.group) {
           groups.reserve(groups.size() + 1);  // no leak if the push below would throw
@@ -500,9 +511,10 @@ namespace {
 
 void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
   Loop& L = *loop_of(recorder);
-  // Validate and merge several accesses to one datum (as register_accesses does).
-  std::vector<Access> merged;
-  merged.reserve(n);
+  // Validate and merge several accesses to one datum (as register_accesses does), in the loop's scratch list
+  // (no allocation per spawn; spawns are recorded one at a time, by the thread running the body).
+  std::vector<Access>& merged = L.merge_scratch;
+  merged.clear();
   for (std::size_t i = 0; i < n; ++i) {
     const AccessMode md = acc[i].mode;
     if (md == AccessMode::reduction && L.spec->params.update) {
