@@ -388,16 +388,18 @@ struct IterLoop {
     std::size_t out = 0;
     for (std::uint32_t x = 0; x < m; ++x) {
       const auto first = by_source.begin() + start[x], last = by_source.begin() + start[x + 1];
-      if (last - first > 16) {
+      if (last - first < 2) {
+        // nothing to order
+      } else if (last - first > 16) {
         std::sort(first, last);
       } else {  // the usual few: insertion sort, no call
         for (auto i = first + 1; i < last; ++i)
           for (auto j = i; j > first && *j < *(j - 1); --j) std::iter_swap(j, j - 1);
       }
-      const auto kept = static_cast<std::size_t>(std::unique(first, last) - first);
+      const auto kept = std::unique(first, last) - first;
       if (out != start[x])  // (std::move's target must not lie within its source)
-        std::move(first, first + static_cast<std::ptrdiff_t>(kept), by_source.begin() + static_cast<std::ptrdiff_t>(out));
-      out += kept;
+        std::move(first, first + kept, by_source.begin() + static_cast<std::ptrdiff_t>(out));
+      out += static_cast<std::size_t>(kept);
     }
     by_source.resize(out);
     edges.swap(by_source);
