@@ -1,16 +1,18 @@
 // weft — taskiter: persistent cyclic task graphs for iterative programs.
 //
-//   cx.taskiter(n, [&](weft::Context& it) {           // runs once: the tasks it spawns are recorded
+//   cx.taskiter(n, [&](weft::Context& it) {           // runs once: the tasks it spawns are recorded (and run)
 //     for (int b = 1; b < B - 1; ++b)
 //       it.spawn([=] { relax(b); }, weft::in(blk[b - 1]), weft::in(blk[b + 1]), weft::inout(blk[b]));
 //   }, weft::inout(blk));                             // the taskiter is a task: its accesses order it
 //
-// The body runs once, on a recording Context: the tasks it spawns do not run, they become the vertices of a
-// graph with every dependency edge of one iteration (none pruned). Cross-iteration edges close it into a cyclic
-// graph: per datum, the accesses of the next iteration's first accessors wait for the last accessors of the
-// previous one, exactly as if the loop had spawned every iteration's tasks one after the other. The n
-// iterations then run from that graph: no task is created, no dependency registered, and there is no barrier
-// between iterations — a task of iteration i+1 starts as soon as its own predecessors (of iteration i+1, and of
+// The body runs once, on a recording Context: the tasks it spawns become the vertices of a graph with every
+// dependency edge of one iteration (none pruned), and they run at once as the first iteration, while the body
+// goes on spawning (each starts when its predecessors have finished, as a spawned task does: a body that takes
+// long to spawn keeps no worker idle). Cross-iteration edges then close the graph into a cycle: per datum, the
+// accesses of the next iteration's first accessors wait for the last accessors of the previous one, exactly as
+// if the loop had spawned every iteration's tasks one after the other. The other iterations run from that
+// graph: no task is created, no dependency registered, and there is no barrier between iterations (the first
+// included) — a task of iteration i+1 starts as soon as its own predecessors (of iteration i+1, and of
 // iteration i across the boundary) have finished, so iterations overlap. The result is the same as
 //
 //   for (i = 0; i < n; ++i) body(it);   // with every spawned task run in sequential order
@@ -45,7 +47,8 @@
 //
 //   cx.taskiter_while(cond, body, clauses...)
 // runs `while (cond()) body(it);`: cond() is called before the first iteration and, from a control task, after
-// each iteration has finished (every task of it), seeing its effects. Under unroll(k) the check is strided: the
+// each iteration has finished (every task of it), seeing its effects (after the first period, i.e. the first k
+// iterations under unroll(k), the taskiter task makes its k calls once all of them have finished). Under unroll(k) the check is strided: the
 // call after iteration i decides iteration i+k, so up to k iterations run concurrently, and up to k-1
 // iterations more than the sequential loop may run once cond() turns false (iterations 1..k-1 run when the
 // first call returns true); cond() then runs while tasks of the next k-1 iterations may run, so data it reads
@@ -68,8 +71,9 @@
 //   not made. Several accesses of one task to one datum merge as for spawn.
 // * Tasks spawned by recorded tasks while they run (nested tasks) are ordinary tasks: they may differ from
 //   iteration to iteration and use the dependency system of their parent.
-// * Inside the body, taskwait and taskwait_on throw weft::taskiter_error: recorded tasks run only after the body
-//   has returned. A taskiter inside a body is recorded like any task (it runs whole at each iteration).
+// * Inside the body, taskwait and taskwait_on throw weft::taskiter_error: the body runs once, to record what every
+//   iteration replays, so it cannot wait for its tasks. A taskiter inside a body is recorded like any task (it
+//   runs whole at each iteration).
 // * Completion events (Context::event, weft/tasks.hpp) and the MPI requests bound to tasks (weft/mpi.hpp):
 //   a recorded task takes them anew every time it runs (its body runs every iteration), and each instance
 //   completes, releasing that iteration's successors, only once its events are fulfilled: a halo exchange
@@ -80,7 +84,8 @@
 //   and no task body of a later instance runs (instances already released finish without running their
 //   bodies; a taskiter_while stops at its next check), so the loop ends at once, whatever its trip count. The exception then propagates as for a child of the taskiter task: it is rethrown by its
 //   parent's next taskwait, or out of Runtime::run. An exception escaping the body during recording or update
-//   propagates the same way.
+//   propagates the same way (tasks of the first iteration spawned before it may have run, as children of a task
+//   that throws may; the others skip their bodies).
 // * Immediate successor (Options::immediate_successor) applies to replayed tasks as to any task.
 // * Statistics: recorded tasks count once in Stats::tasks_created; every replayed body in tasks_executed.
 #pragma once

@@ -66,13 +66,16 @@ struct ReductionLink {
 struct ReductionLinks {
   std::vector<ReductionLink> links;
 };
-/// The replayed tasks of taskiter (src/iter): a recorded task with reductions keeps its links in its vertex.
+/// The replayed tasks of taskiter (src/iter), and the same in the first period, run as they are recorded: a
+/// recorded task with reductions keeps its links in its vertex.
 extern const TaskKind kReplayedTask;
+extern const TaskKind kFirstRunTask;
 const ReductionLinks* replayed_reduction_links(const Task* t);
 /// The reductions of a running task t (null if it has none): its children's reductions join them.
 inline const ReductionLinks* reduction_links(const Task* t) {
   if (t->kind == &kReductionTask) return t->reductions;
-  if (t->kind == &kReplayedTask) [[unlikely]] return replayed_reduction_links(t);
+  if (t->kind == &kReplayedTask || t->kind == &kFirstRunTask) [[unlikely]]
+    return replayed_reduction_links(t);
   return nullptr;
 }
 /// Combines g's copies into its datum and frees them, leaving g empty for the next iteration (the combine

@@ -355,23 +355,13 @@ Task* prepare_node(Worker& w, std::size_t preds, Task*& held) {
     Task* p = cands[i];
     EdgeNode* e = &nodes[i];
     e->succ = target;
-    // Acquire on every read of the head: seeing kClosed orders p's completion (and its effects) before target.
-    std::uintptr_t head = p->succ_head.load(std::memory_order_acquire);
-    for (;;) {
-      if (head == kClosed) {  // finished since we looked
-        ++failed;
-        ++c.edges_pruned_finished;
-        if (poisoned(p)) target->cancelled.store(true, std::memory_order_relaxed);
-        break;
-      }
-      e->next = reinterpret_cast<EdgeNode*>(head);
-      // Release: the finishing predecessor acquires the node (and target's pending count) with its exchange.
-      if (p->succ_head.compare_exchange_weak(head, reinterpret_cast<std::uintptr_t>(e), std::memory_order_release,
-                                             std::memory_order_acquire)) {
-        ++c.edges_created;
-        trace::on_edge(w, p, target);
-        break;
-      }
+    if (push_edge(p, e)) {
+      ++c.edges_created;
+      trace::on_edge(w, p, target);
+    } else {  // finished since we looked
+      ++failed;
+      ++c.edges_pruned_finished;
+      if (poisoned(p)) target->cancelled.store(true, std::memory_order_relaxed);
     }
   }
   if (failed == 0) return false;

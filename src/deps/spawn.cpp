@@ -306,9 +306,6 @@ void Context::taskwait_on(const void* address) {
   detail::rethrow_child_error(w, task_);
 }
 
-namespace detail {
-extern const TaskKind kReplayedTask;  // src/iter/taskiter.cpp
-}
 
 // An event of a dependency task, of a replayed taskiter task (its body runs again every iteration and takes its
 // events anew; an instance completes, and releases that iteration's successors, only once they are fulfilled),
@@ -317,7 +314,7 @@ extern const TaskKind kReplayedTask;  // src/iter/taskiter.cpp
 Event Context::event() {
   detail::Task* t = task_;
   if (t->kind != &detail::kDependencyTask && t->kind != &detail::kCommutativeTask &&
-      t->kind != &detail::kReplayedTask && t->kind != &detail::kReductionTask &&
+      t->kind != &detail::kReplayedTask && t->kind != &detail::kFirstRunTask && t->kind != &detail::kReductionTask &&
       t->kind != &detail::kClusterTask) [[unlikely]]
     throw taskiter_error(std::string("weft: Context::event: a ") + t->kind->name +
                          " task (a taskiter body) cannot take a completion event; take it in a task the body "

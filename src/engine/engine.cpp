@@ -570,7 +570,7 @@ namespace {
 }  // namespace
 
 void run_task(Worker& w, Task* t) {
-  WEFT_ASSERT(!finished(t) && t->kind->run);
+  WEFT_ASSERT((t->kind->counts_elsewhere || !finished(t)) && t->kind->run);
   // A worker that always finds work in its own queues would never poll: messages (and the MPI requests tasks
   // wait for) would wait for an idle moment: it polls between tasks too (see kProgressPollInterval). And the
   // batched completions of another parent are not kept during a body.

@@ -381,19 +381,21 @@ inline void schedule(Worker& w, Task* t) {
   WEFT_ASSERT(t->kind && t->kind->run);                                 // a task, not a join node
   // Ready: pending reached 0, or its one predecessor released it without the atomic (n_edges == 1).
   WEFT_ASSERT(t->pending.load(std::memory_order_relaxed) == 0 || t->n_edges == 1 || t->kind->counts_elsewhere);
-  WEFT_ASSERT(t->succ_head.load(std::memory_order_relaxed) != kClosed);  // not finished
+  // Not finished (a kind counted elsewhere may keep a closed list: a replayed instance's first completion closed it).
+  WEFT_ASSERT(t->kind->counts_elsewhere || t->succ_head.load(std::memory_order_relaxed) != kClosed);
   if (t->priority == 0 || !w.prioritized.push(t)) [[likely]]
     w.deque.push(t);  // (a prioritised task only if a descheduled thief holds its list: see PriorityQueue)
   w.engine->wake_one();
 }
 /// Offers a ready task to the worker: the best one becomes the immediate successor (set by complete()), the
-/// others are queued.
+/// others are queued. Between equal priorities the first offered stays, or with kLaterWinsTies the last.
+template <bool kLaterWinsTies = false>
 inline void offer(Worker& w, Task* s, Task*& best) {
   if (!w.immediate_successor) {
     schedule(w, s);
   } else if (!best) {
     best = s;
-  } else if (s->priority > best->priority) {
+  } else if (kLaterWinsTies ? s->priority >= best->priority : s->priority > best->priority) {
     schedule(w, best);
     best = s;
   } else {

@@ -47,8 +47,26 @@ inline void end_body(Worker& w, Task* t) {
 }
 /// Adds t's unpublished children to its `alive` count (before a wait, or at the end of the body).
 void publish_children(Task* t);
+/// Adds edge node e (of a successor: e->succ set) to p's successor list, unless p has completed. Returns false
+/// if p has completed (then nothing was added, and p's completion and effects are visible to the caller).
+inline bool push_edge(Task* p, EdgeNode* e) {
+  // Acquire on every read of the head: seeing kClosed orders p's completion (and its effects) before the caller.
+  std::uintptr_t head = p->succ_head.load(std::memory_order_acquire);
+  while (head != kClosed) {
+    e->next = reinterpret_cast<EdgeNode*>(head);
+    // Release: the finishing predecessor acquires the node (and the successor's pending count) with its exchange.
+    if (p->succ_head.compare_exchange_weak(head, reinterpret_cast<std::uintptr_t>(e), std::memory_order_release,
+                                           std::memory_order_acquire))
+      return true;
+  }
+  return false;
+}
 /// Closes t's successor list and releases each successor (cancelled too when `poison`): ready tasks are offered
 /// (best), ready join nodes pushed to `todo`. After the close, t belongs to its producer (it may be recycled).
+/// The list holds the successors in reverse order of linking: kFirstLinkedFirst makes the one linked first (the
+/// first spawned) the immediate successor between equal priorities, and queues the others so that they are
+/// taken in the order they were linked.
+template <bool kFirstLinkedFirst = false>
 inline void release_successors(Worker& w, Task* t, bool poison, Task*& best, std::vector<Task*>& todo) {
   // Close the successor list. From here on `t` belongs to its producer, which may recycle it.
   EdgeNode* e = reinterpret_cast<EdgeNode*>(t->succ_head.exchange(kClosed, std::memory_order_acq_rel));
@@ -63,7 +81,7 @@ inline void release_successors(Worker& w, Task* t, bool poison, Task*& best, std
       if (s->kind->node)
         todo.push_back(s);
       else
-        offer(w, s, best);
+        offer<kFirstLinkedFirst>(w, s, best);
     }
     e = nx;
   }

@@ -6,6 +6,12 @@
 // readers before the first write (head) and the first writer. Intra-period edges follow the usual rules
 // (in after the last writer; out/inout after the readers since the last writer, else after it), none pruned.
 //
+// The first period runs while it is recorded. A recorded task (kFirstRunTask) is linked at once after its intra
+// predecessors through the engine's successor lists, as a spawned task is, and counted as a child of the
+// taskiter task; it runs as soon as they have finished. Its vertex exists from then on (NodeStore: fixed
+// addresses). When it completes (complete_first) it releases those successors, and its descriptor becomes a
+// replayed task for the later periods (its successor list stays closed: replay does not use it).
+//
 // Closure. Continuing a datum's access stream into the next period: the head readers wait for the last writer,
 // and the first writer waits for the tail readers (those after the last write), or, when there are neither tail
 // nor head readers, for the last writer. These are the cross edges from period p to period p+1: the graph
@@ -13,9 +19,16 @@
 // A task none of whose data is written in the period (only reads, or no access) gets a cross edge to itself.
 //
 // Replay. Each vertex keeps one pending counter per period parity: instance (v, p) waits on pending[p & 1],
-// initialised with v's intra predecessors for p = 0 and with all its predecessors (intra + cross) after. When
+// initialised with all its predecessors (intra + cross) for periods 1 and 2. When
 // (v, p) completes it re-arms pending[p & 1] for (v, p + 2), then releases its successors: intra edges count
 // against period p, cross edges against p + 1. No barrier, no task creation, no registration.
+// The graph is closed while period 0 runs, so period 0's cross edges go to period 1 by a handover per vertex
+// (IterNode::handover): the driver, once the counters are set, marks each vertex closed, unless its first
+// instance has completed already, in which case the driver releases that instance's cross edges itself; an
+// instance completing later releases its own. One compare-exchange against one exchange: exactly one of the
+// two does it, and (v, 0) has completed before any of its edges is released, so (2) and (3) below hold across
+// the boundary too. (With replay_barrier or update there are no cross edges: the driver releases each period's
+// roots once the previous period has finished.)
 //
 // Why two parities suffice (a task is never more than one period ahead of what it waits for):
 //  (1) Conflict implies order: in the unrolled access stream of one datum with in/out/inout accesses, if a
@@ -48,8 +61,10 @@
 // releasing instances, so it ends as soon as the ones in flight have finished.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <memory>
 #include <stdexcept>
@@ -70,6 +85,10 @@ extern const TaskKind kRecorderTask;  ///< the private task of the recording Con
 /// The combination of a recorded reduction group: replayed like a recorded task, but not one of the program's
 /// (Stats::tasks_executed does not count it).
 extern const TaskKind kCombineTask;
+/// The same two in their first instance (period 0), which runs as the body records it: it waits for its
+/// predecessors as a spawned task does (the graph is not closed yet), then becomes one of the two above.
+extern const TaskKind kFirstRunTask;
+extern const TaskKind kFirstCombineTask;
 
 namespace {
 enum EdgeKind : std::uint32_t { kIntra = 0, kCross = 1, kGate = 2 };
@@ -90,22 +109,54 @@ struct IterEdge {
 };
 struct IterLoop;
 
+/// Who hands a vertex's cross edges to period 1 (IterNode::handover): its first instance, if it completes after
+/// the graph is closed, else the driver, when it closes the graph.
+enum Handover : std::uint8_t { kFirstRunning = 0, kFirstDone = 1, kGraphClosed = 2 };
+
 struct alignas(64) IterNode {
-  std::atomic<std::int32_t> pending[2] = {};  ///< per period parity: predecessors not yet finished
-  std::int32_t first = 0;                     ///< predecessors of the period-0 instance (intra edges)
-  std::int32_t rearm = 0;                     ///< predecessors of later instances
-  Task* task = nullptr;                       ///< body carrier (replaced between periods under update)
+  std::atomic<std::int32_t> pending[2] = {};  ///< per period parity (from period 1): predecessors not yet finished
+  std::int32_t rearm = 0;                     ///< predecessors of an instance (from period 1)
+  std::uint32_t n_succ = 0;
+  Task* task = nullptr;  ///< body carrier (replaced between periods under update)
   IterLoop* loop = nullptr;
   IterSucc* succ = nullptr;
-  std::uint32_t n_succ = 0;
-  std::uint32_t copy = 0;                     ///< which run of the body (0..k-1) recorded it
-  std::uint64_t period = 0;                   ///< period of the instance to run next (one instance at a time)
+  std::uint64_t period = 0;         ///< period of the instance to run next (one instance at a time)
+  ReductionLinks* links = nullptr;  ///< the recorded task's reductions (null: none)
+  std::uint32_t copy = 0;           ///< which run of the body (0..k-1) recorded it
   bool control = false;
   bool open = false;  ///< control: this instance's check passed, its gates are released
+  std::atomic<Handover> handover{kFirstRunning};
 };
-static_assert(sizeof(IterNode) == 64, "one cache line per vertex: reductions keep their links in the loop");
+static_assert(sizeof(IterNode) == 64, "one cache line per vertex");
 
 namespace {
+
+/// The vertices of a loop, at fixed addresses: the first period's tasks run (and read their vertex) while more
+/// are recorded. Chunk c holds vertices [kFirstChunk (2^c - 1), kFirstChunk (2^(c+1) - 1)): a small loop
+/// allocates little, a large one a few times.
+class NodeStore {
+ public:
+  IterNode& operator[](std::uint32_t x) {
+    const std::uint32_t c = static_cast<std::uint32_t>(std::bit_width(x / kFirstChunk + 1)) - 1;
+    return chunks_[c][x - kFirstChunk * ((std::uint32_t{1} << c) - 1)];
+  }
+  /// A new vertex at the end (may throw std::bad_alloc).
+  IterNode& push() {
+    if (size_ == capacity_) {
+      const std::uint32_t n = kFirstChunk << chunks_.size();
+      chunks_.reserve(chunks_.size() + 1);
+      chunks_.emplace_back(new IterNode[n]);
+      capacity_ += n;
+    }
+    return (*this)[size_++];
+  }
+  std::uint32_t size() const { return size_; }
+
+ private:
+  static constexpr std::uint32_t kFirstChunk = 64;
+  std::vector<std::unique_ptr<IterNode[]>> chunks_;
+  std::uint32_t size_ = 0, capacity_ = 0;
+};
 
 std::string describe(const Access* a, std::size_t n) {
   std::string s;
@@ -144,17 +195,19 @@ struct IterLoop {
   std::uint64_t rem = 0;             ///< fixed trip count: copies that run in the last period
   std::atomic<bool> failed{false};   ///< an instance or a check failed: skip bodies, stop checks
   bool stopped = false;              ///< while-loops: a check returned false (controls only, in order)
+  /// Recording failed half-way (no memory): the graph is incomplete, the loop cannot replay.
+  bool broken = false;
 
-  // The graph (after close()).
-  std::unique_ptr<IterNode[]> nodes;
-  std::uint32_t m = 0;       ///< vertices, controls included
+  // The graph. A vertex is made when its task is recorded (it owns the descriptor from then on); close() adds
+  // the controls and the successor arrays.
+  NodeStore nodes;
+  std::uint32_t m = 0;       ///< vertices, controls included (after close())
   std::uint32_t m_data = 0;  ///< recorded tasks
   std::vector<IterSucc> succs;
   std::vector<std::uint32_t> copy_size;  ///< recorded tasks per copy
 
   // Recording.
   struct Rec {
-    Task* task;
     std::uint32_t copy, acc_begin, acc_end;
   };
   std::vector<Rec> rec;
@@ -172,8 +225,7 @@ struct IterLoop {
   // its combine vertex (the next instances of its members start only after it: they wait for its datum's
   // writers).
   std::vector<ReductionGroup*> groups;     ///< every group recorded (freed with the loop)
-  std::vector<ReductionLinks> links_of;    ///< per recorded vertex: its reductions
-  std::vector<char> is_combine;            ///< per recorded vertex
+  std::deque<ReductionLinks> links;        ///< of the vertices with reductions (IterNode::links; stable)
   std::vector<const void*> open_groups;    ///< data whose group is open
 
   // Update: the refreshed descriptors of the period being prepared, by vertex.
@@ -184,18 +236,17 @@ struct IterLoop {
 
   Worker* worker = nullptr;  ///< the driver's worker (frees the graph)
 
+  // Every instance has finished (the driver waits for them before the loop goes).
   ~IterLoop() {
     Worker& w = *worker;
     for (ReductionGroup* g : groups) finish_reduction_group(w, g, /*discard=*/true, nullptr);
     for (Task* t : fresh)
       if (t) discard(w, t);
-    if (nodes) {
-      for (std::uint32_t i = 0; i < m; ++i)
-        if (nodes[i].task) release_task(w, nodes[i].task, !nodes[i].control);
-      for (std::uint32_t x = 0; x < m_data; ++x)  // close() failed (no memory) before taking it over
-        if (!nodes[x].task) discard(w, rec[x].task);
-    } else {
-      for (Rec& r : rec) discard(w, r.task);
+    for (std::uint32_t x = 0; x < nodes.size(); ++x) {
+      IterNode& v = nodes[x];
+      if (!v.task) continue;
+      drop_first_edges(w, v.task);
+      release_task(w, v.task, !v.control);
     }
     if (recorder) free_task(w, recorder);
   }
@@ -208,6 +259,13 @@ struct IterLoop {
     if (has_body) t->body_ops->destroy(t);
     t->iter = nullptr;
     free_task(w, t);
+  }
+  /// The edge array of a recorded task's first instance, if it needed one.
+  static void drop_first_edges(Worker& w, Task* t) {
+    if (t->extra_edges) {
+      free_edges(w, t->extra_edges);
+      t->extra_edges = nullptr;
+    }
   }
 
   // --- recording ---
@@ -260,13 +318,26 @@ struct IterLoop {
       if (d.group && (a[i].mode != AccessMode::reduction || spec_of(w, a[i].address).ops != d.group->ops))
         close_group(w, a[i].address, d);
     }
-    const auto x = static_cast<std::uint32_t>(rec.size());
-    rec.push_back({t, current_copy, static_cast<std::uint32_t>(accs.size()),
-                   static_cast<std::uint32_t>(accs.size() + n)});
+    const std::uint32_t x = nodes.size();
+    IterNode& v = nodes.push();  // from here on the vertex owns t
+    v.task = t;
+    v.loop = this;
+    v.copy = current_copy;
+    try {
+      record_vertex(w, x, a, n, ds, combine);
+    } catch (...) {  // no memory: the graph cannot be completed (t never starts; later spawns are refused)
+      broken = true;
+      failed.store(true, std::memory_order_relaxed);
+      throw;
+    }
+  }
+
+  void record_vertex(Worker& w, std::uint32_t x, const Access* a, std::size_t n, Datum* const* ds, bool combine) {
+    IterNode& v = nodes[x];
+    rec.push_back({current_copy, static_cast<std::uint32_t>(accs.size()), static_cast<std::uint32_t>(accs.size() + n)});
     accs.insert(accs.end(), a, a + n);
     mark.push_back(~0u);
-    links_of.emplace_back();
-    is_combine.push_back(combine);
+    const std::size_t first_edge = edges.size();
     for (std::size_t i = 0; i < n; ++i) {
       Datum& d = *ds[i];
       if (a[i].mode == AccessMode::reduction) {
@@ -276,7 +347,8 @@ struct IterLoop {
           groups.push_back(d.group);
           open_groups.push_back(a[i].address);
         }
-        links_of[x].links.push_back(ReductionLink{a[i].address, d.group});
+        if (!v.links) v.links = &links.emplace_back();
+        v.links->links.push_back(ReductionLink{a[i].address, d.group});
       }
       if (a[i].mode == AccessMode::in || a[i].mode == AccessMode::reduction) {
         if (d.last_writer >= 0) add_intra(static_cast<std::uint32_t>(d.last_writer), x);
@@ -293,11 +365,42 @@ struct IterLoop {
         if (d.first_writer < 0) d.first_writer = static_cast<std::int32_t>(x);
       }
     }
+    start_first_instance(w, v, first_edge, combine);
+  }
+
+  /// The first period runs while it is recorded: the instance of period 0 waits for its intra predecessors
+  /// (the edges from `first_edge` on, all into it) through the engine's successor lists, as a spawned task
+  /// does, and completes as one (complete_first). It counts as a child of the taskiter task from now on.
+  void start_first_instance(Worker& w, IterNode& v, std::size_t first_edge, bool combine) {
+    Task* t = v.task;
+    const std::size_t k = edges.size() - first_edge;
+    EdgeNode* en = t->edges;
+    if (k > kInlineEdges) en = t->extra_edges = alloc_edges(w, k);  // the last thing that may throw
+    t->kind = combine ? &kFirstCombineTask : &kFirstRunTask;
+    t->iter = &v;
+    count_new_child(w, owner);  // before it can complete
+    // Count first: a predecessor may finish and release t as soon as its edge is pushed.
+    t->n_edges = static_cast<std::uint32_t>(k);
+    t->pending.store(static_cast<std::int32_t>(k), std::memory_order_relaxed);
+    std::int32_t finished_before = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      Task* p = nodes[edges[first_edge + i].from].task;
+      EdgeNode* e = &en[i];
+      e->succ = t;
+      if (push_edge(p, e))
+        trace::on_edge(w, p, t);
+      else
+        ++finished_before;
+    }
+    if (k == 0 || (finished_before > 0 &&
+                   t->pending.fetch_sub(finished_before, std::memory_order_acq_rel) == finished_before))
+      schedule(w, t);
   }
 
   // --- closure: cross edges, controls, successor arrays ---
+  // Runs while the first period's instances may still run: it writes only what they do not read before the
+  // handover (the counts and successor arrays of their vertices; new control vertices).
   void close(Worker& w) {
-    m_data = static_cast<std::uint32_t>(rec.size());
     copy_size.assign(k, 0);
     for (const Rec& r : rec) ++copy_size[r.copy];
     const bool controls = pipelined && is_while;
@@ -334,43 +437,94 @@ struct IterLoop {
         if (r > 0) edges.push_back({c - 1, c, kIntra});
       }
       if (k > 1) edges.push_back({m_data + k - 1, m_data, kCross});
+      for (std::uint32_t r = 0; r < k; ++r) {
+        IterNode& v = nodes.push();
+        v.loop = this;
+        v.control = 1;
+        v.copy = r;
+        v.task = w.allocate();
+        init_task(w, v.task, owner, &kControlTask);
+        v.task->iter = &v;
+      }
     }
     sort_edges();
     w.counters.edges_created += edges.size();
 
-    nodes.reset(new IterNode[m]);
     succs.resize(edges.size());
-    for (std::uint32_t x = 0; x < m; ++x) {
-      IterNode& v = nodes[x];
-      v.loop = this;
-      if (x < m_data) {
-        v.task = rec[x].task;
-        v.copy = rec[x].copy;
-      } else {
-        v.control = true;
-        v.copy = x - m_data;
-        v.task = w.allocate();
-        init_task(w, v.task, owner, &kControlTask);
-      }
-      if (!v.control) v.task->kind = is_combine[x] ? &kCombineTask : &kReplayedTask;
-      v.task->iter = &v;
-    }
     for (std::size_t i = 0; i < edges.size(); ++i) {
       const IterEdge& e = edges[i];
       IterNode& from = nodes[e.from];
       if (!from.succ) from.succ = &succs[i];
       ++from.n_succ;
       succs[i] = {&nodes[e.to], e.kind};
-      if (e.kind == kIntra) ++nodes[e.to].first;
       ++nodes[e.to].rearm;
     }
     for (std::uint32_t x = 0; x < m; ++x) {
-      nodes[x].pending[0].store(nodes[x].first, std::memory_order_relaxed);
-      nodes[x].pending[1].store(nodes[x].rearm, std::memory_order_relaxed);
+      IterNode& v = nodes[x];
+      v.pending[1].store(v.rearm, std::memory_order_relaxed);
+      v.pending[0].store(v.rearm, std::memory_order_relaxed);
+      if (v.control) v.period = 1;  // the controls of period 0 are made by the driver (open_first_gates)
     }
     data.clear();
     mark.clear();
     mark.shrink_to_fit();
+  }
+
+  /// Pipelined loops, once the graph is closed: the cross edges of the first instances that have completed
+  /// already go to period 1 now; those still to complete hand theirs over themselves (complete_first).
+  void hand_over_first_period(Worker& w) {
+    for (std::uint32_t x = 0; x < m_data; ++x) {
+      Handover h = kFirstRunning;
+      // acq_rel: publishes the graph to a first instance that completes later (it reads the successor arrays);
+      // acquire on failure: that instance's completion (and period 0's effects it carries) happened before.
+      if (!nodes[x].handover.compare_exchange_strong(h, kGraphClosed, std::memory_order_acq_rel,
+                                                     std::memory_order_acquire)) {
+        Task* ready = nullptr;
+        release_into_period_1(w, nodes[x], /*gates=*/false, ready);
+        if (ready) schedule(w, ready);
+      }
+    }
+  }
+
+  /// The successors in period 1 of v's instance of period 0 (cross edges; gates too if `gates`): ready ones
+  /// are counted as children of the taskiter task and offered to `best` (see offer).
+  void release_into_period_1(Worker& w, const IterNode& v, bool gates, Task*& best) {
+    if (failed.load(std::memory_order_relaxed) || n_periods <= 1) return;
+    for (std::uint32_t i = 0; i < v.n_succ; ++i) {
+      const IterSucc& e = v.succ[i];
+      if (e.kind == kIntra || (e.kind == kGate && !gates)) continue;
+      IterNode& s = *e.node;
+      if (s.rearm == 1 || s.pending[1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        count_new_child(w, owner);  // (the caller keeps the owner from completing meanwhile)
+        offer(w, s.task, best);
+      }
+    }
+  }
+
+  /// taskiter_while: the checks that the controls of period 0 would have made, once period 0 has finished:
+  /// check r decides iteration k + r. All are made before any gate opens, so that cond() never runs
+  /// concurrently with itself (the controls of period 1 call it next). Then the controls of period 0 release
+  /// their successors in period 1: the next control, and the gates of the checks that passed.
+  void open_first_gates(Worker& w) {
+    std::uint32_t open = 0;
+    while (open < k && !stopped && !failed.load(std::memory_order_relaxed)) {
+      bool go = false;
+      try {
+        go = spec->cond(spec->closure);
+      } catch (...) {
+        failed.store(true, std::memory_order_relaxed);
+        record_error(w, owner, std::current_exception());
+      }
+      if (go)
+        ++open;
+      else
+        stopped = true;
+    }
+    for (std::uint32_t r = 0; r < k; ++r) {
+      Task* ready = nullptr;
+      release_into_period_1(w, nodes[m_data + r], /*gates=*/r < open, ready);
+      if (ready) schedule(w, ready);
+    }
   }
 
   /// Orders the edges by source, then kind, then target, without duplicates: the successor arrays are ranges
@@ -447,9 +601,10 @@ void wait_for_instances(Worker& w, Task* owner) {
   wait_until(w, [&] { return unfinished_children(w, owner) == 0; }, owner);
 }
 
+// Loops with a barrier (replay_barrier, update), at the start of a period.
 void schedule_roots(Worker& w, Loop& L) {
   for (std::uint32_t x = L.m; x-- > 0;)  // LIFO queue: the first recorded root is taken first
-    if (L.nodes[x].first == 0) {
+    if (L.nodes[x].rearm == 0) {
       count_new_child(w, L.owner);
       schedule(w, L.nodes[x].task);
     }
@@ -513,6 +668,11 @@ namespace {
 
 void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
   Loop& L = *loop_of(recorder);
+  if (L.broken) [[unlikely]] {
+    Loop::discard(w, t);
+    throw taskiter_error("weft: taskiter: a spawn after the recording of this loop failed (out of memory); the "
+                         "loop cannot run");
+  }
   // Validate and merge several accesses to one datum (as register_accesses does), in the loop's scratch list
   // (no allocation per spawn; spawns are recorded one at a time, by the thread running the body).
   std::vector<Access>& merged = L.merge_scratch;
@@ -557,16 +717,16 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
   ++w.counters.tasks_created;
   try {
     L.record(w, t, merged.data(), merged.size());
-  } catch (...) {  // an operator missing (or no memory): the task was not recorded
-    if (L.rec.empty() || L.rec.back().task != t) Loop::discard(w, t);
+  } catch (...) {  // an operator missing (or no memory): the task was not recorded, unless its vertex holds it
+    if (L.nodes.size() == 0 || L.nodes[L.nodes.size() - 1].task != t) Loop::discard(w, t);
     throw;
   }
 }
 
 void check_not_recording(const Task*, const char* what) {
   throw taskiter_error(std::string("weft: ") + what +
-                       " inside a taskiter body: its tasks run only after the body has returned (wait inside a "
-                       "recorded task instead)");
+                       " inside a taskiter body: the body runs once, to record the tasks that every iteration "
+                       "replays, so it cannot wait for them (wait inside a recorded task instead)");
 }
 
 template <bool kCounted>
@@ -625,9 +785,8 @@ bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
       q = p + 1;
       if (q >= L.n_periods || (e.kind == kGate && !gates)) continue;
     }
-    const std::int32_t need = q == 0 ? s.first : s.rearm;
     // A single predecessor needs no atomic: nobody else counts for that instance.
-    if (need == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (s.rearm == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The others are counted anew ((v, p) is still counted meanwhile: the owner cannot complete).
       if (heir) {
         count_new_child(w, L.owner);
@@ -657,12 +816,41 @@ bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   return !complete_instance(w, t, failed, best);
 }
 
+// An instance of period 0 has completed: it releases its successors of period 0 as a spawned task does, and
+// hands its cross edges to period 1 if the graph is closed (else the driver does, when it closes it). The
+// descriptor becomes a replayed task: its successor list stays closed (recording may still link to it; replay
+// does not use it), its edge array is done with (its predecessors have all released it).
+bool complete_first(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  IterNode& v = *t->iter;
+  IterLoop& L = *v.loop;
+  if (end_children(w, t)) [[unlikely]]
+    L.failed.store(true, std::memory_order_relaxed);
+  t->alive.store(kAliveGuard, std::memory_order_relaxed);  // as a replayed instance leaves it
+  IterLoop::drop_first_edges(w, t);
+  // Before anything is released: the instance of period 1 follows this one (see the proof at the top).
+  v.period = 1;
+  t->kind = t->kind == &kFirstCombineTask ? &kCombineTask : &kReplayedTask;
+  // In recording order, as replay does (succ arrays are sorted): a sweep keeps its memory order (heat at blocks
+  // of 8 on one worker: the reverse order cost the first iteration 70%). A failed loop's successors skip their
+  // bodies.
+  release_successors</*kFirstLinkedFirst=*/true>(w, t, false, best, todo);
+  // acq_rel: publishes this completion to the driver if it closes the graph later; acquires the graph if it
+  // has closed it already (then this instance hands its own cross edges over).
+  if (v.handover.exchange(kFirstDone, std::memory_order_acq_rel) == kGraphClosed)
+    L.release_into_period_1(w, v, /*gates=*/false, best);
+  return true;  // (t is still a counted child: the loop, and its graph, stay until this returns)
+}
+
 }  // namespace
 
 const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr,
                             nullptr, nullptr};
 const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed, nullptr, nullptr,
                             nullptr, nullptr};
+const TaskKind kFirstRunTask{"recorded", false, false, &run_replayed, &complete_first, nullptr, nullptr, nullptr,
+                             nullptr};
+const TaskKind kFirstCombineTask{"combine", false, false, &run_combine, &complete_first, nullptr, nullptr,
+                                 nullptr, nullptr};
 const TaskKind kControlTask{"control", false, true, &run_control_task, &complete_replayed, nullptr, nullptr,
                             nullptr, nullptr};
 const TaskKind kRecorderTask{"recorder", false, false, nullptr, nullptr, &record_spawn, &check_not_recording,
@@ -706,19 +894,32 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
   std::memcpy(L.recorder->body, &self, sizeof self);
   Context rcx = ContextAccess::make(L.recorder, &w);
 
-  // Profile phases (WEFT_PROFILE / WEFT_TRACE): "record" = running the body k times and closing the graph;
-  // "replay" = the replayed iterations, one phase per period with replay_barrier or update (tag: the period),
-  // one for the whole pipelined loop (tag 0; its iterations overlap).
+  // Profile phases (WEFT_PROFILE / WEFT_TRACE): "record" = running the body k times and closing the graph (the
+  // tasks of the first period run meanwhile, as they are recorded); "replay" = the rest, one phase per period
+  // with replay_barrier or update (tag: the period; period 0's is its tail after the recording), one for the
+  // whole pipelined loop (tag 0; its iterations overlap).
+  const bool replays = P.is_while || L.n_periods > 1;
   const trace::Ticks record_begin = trace::now(w);
-  for (std::uint32_t c = 0; c < L.k; ++c) {
-    trace::set_tag(w, c);
-    L.current_copy = c;
-    spec.body(spec.closure, rcx, c);
-    L.close_groups(w);  // a copy's reductions are combined within it (before its control, if any)
+  try {
+    for (std::uint32_t c = 0; c < L.k; ++c) {
+      trace::set_tag(w, c);
+      L.current_copy = c;
+      spec.body(spec.closure, rcx, c);
+      L.close_groups(w);  // a copy's reductions are combined within it (before its control, if any)
+    }
+    if (L.broken)  // the body caught the exception of a failed recording and went on
+      throw taskiter_error("weft: taskiter: the recording of the loop failed (out of memory); the loop cannot run");
+    L.m_data = static_cast<std::uint32_t>(L.rec.size());
+    if (replays && L.m_data > 0) L.close(w);
+  } catch (...) {
+    // The instances already started finish (skipping their bodies) before the loop and its graph go.
+    L.failed.store(true, std::memory_order_relaxed);
+    wait_for_instances(w, owner);
+    throw;
   }
-  L.close(w);
   trace::set_tag(w, 0);
   trace::record_phase(w, "record", record_begin, trace::now(w), 0);
+  const trace::Ticks replay_begin = trace::now(w);
 
   if (L.m_data == 0) {  // the body spawns nothing: only its own code can do anything
     if (!P.update) {
@@ -735,34 +936,32 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
     }
     return;
   }
-
-  if (L.pipelined) {
-    const trace::Ticks replay_begin = trace::now(w);
-    schedule_roots(w, L);
-    wait_for_instances(w, owner);
-    trace::record_phase(w, "replay", replay_begin, trace::now(w), 0);
-    return;
-  }
-  for (std::uint64_t p = 0;; ++p) {
-    if (p > 0) {
-      if (L.failed.load(std::memory_order_relaxed)) break;
-      if (P.is_while ? !spec.cond(spec.closure) : p >= L.n_periods) break;
-      if (P.update) refresh(w, L, rcx, p);
+  if (L.pipelined && replays) {
+    // No barrier after the first period either: its instances that have finished hand their cross edges over
+    // now, the others when they finish. A while-loop's period 1 waits for period 0's checks, made once it has
+    // finished (its roots are gated).
+    L.hand_over_first_period(w);
+    if (P.is_while) {
+      wait_for_instances(w, owner);
+      L.open_first_gates(w);
     }
-    const trace::Ticks replay_begin = trace::now(w);
+  }
+  wait_for_instances(w, owner);  // pipelined: every iteration; else the first period
+  trace::record_phase(w, "replay", replay_begin, trace::now(w), 0);
+  if (L.pipelined || !replays) return;
+  for (std::uint64_t p = 1;; ++p) {
+    if (L.failed.load(std::memory_order_relaxed)) break;
+    if (P.is_while ? !spec.cond(spec.closure) : p >= L.n_periods) break;
+    if (P.update) refresh(w, L, rcx, p);
+    const trace::Ticks period_begin = trace::now(w);
     schedule_roots(w, L);
     wait_for_instances(w, owner);
-    trace::record_phase(w, "replay", replay_begin, trace::now(w), p);
+    trace::record_phase(w, "replay", period_begin, trace::now(w), p);
   }
 }
 
-// Off the replay path (Context::local, a new record of a replayed task's children): the vertex's index.
-const ReductionLinks* replayed_reduction_links(const Task* t) {
-  const IterNode& v = *t->iter;
-  const IterLoop& L = *v.loop;
-  const ReductionLinks& l = L.links_of[static_cast<std::size_t>(&v - L.nodes.get())];
-  return l.links.empty() ? nullptr : &l;
-}
+// Off the replay path (Context::local, a new record of a replayed task's children).
+const ReductionLinks* replayed_reduction_links(const Task* t) { return t->iter->links; }
 
 }  // namespace weft::detail
 
@@ -770,7 +969,7 @@ namespace weft {
 
 std::uint64_t taskiter_iteration(const Context& cx) {
   for (const detail::Task* t = detail::ContextAccess::task(cx); t; t = t->parent)
-    if (t->kind == &detail::kReplayedTask) {
+    if (t->kind == &detail::kReplayedTask || t->kind == &detail::kFirstRunTask) {
       const detail::IterNode& v = *t->iter;
       return v.period * v.loop->k + v.copy;
     }
