@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,14 @@ inline double lcg(std::uint64_t& s) {
   return double(s >> 11) * (1.0 / 9007199254740992.0);
 }
 inline long ceil_div(long a, long b) { return (a + b - 1) / b; }
+/// A spawn that only counts the tasks of an iteration (Hpcg::tasks_per_iteration).
+struct SpawnCounter {
+  long n = 0;
+  template <class F, class... D>
+  void operator()(F&&, const D&...) {
+    ++n;
+  }
+};
 }  // namespace detail
 
 // --- multisaxpy ----------------------------------------------------------------------------------------------
@@ -518,6 +527,396 @@ class Hpccg {
   Scalars sc_;
   char p_ready_ = 0;
   Group g_rr_, g_p_, g_pap_;
+};
+
+// --- HPCG ----------------------------------------------------------------------------------------------------
+// The algorithm of the HPCG benchmark (reference implementation, one process): conjugate gradient with a fixed
+// iteration count, preconditioned by a multigrid V-cycle, on HPCG's 27-point stencil matrix of an e^3 grid (26
+// on the diagonal, -1 for each neighbour: HPCG's values, where HPCCG has 27; right-hand side A * ones, x = 0 at
+// the start, so r = b). Four levels, each coarsening the previous by 2 in every dimension (e a multiple of 8).
+// V-cycle on levels 0-2, as HPCG's ComputeMG_ref: x = 0; SYMGS; Axf = A x; restriction r_c = r - Axf at the
+// even points (injection); V-cycle on the next level; prolongation x += x_c at the even points; SYMGS. On level
+// 3: x = 0; SYMGS. SYMGS (ComputeSYMGS_ref): in place, a forward sweep over the rows in order, then a backward
+// sweep in reverse order.
+//
+// Blocks: a block is a run of whole x-lines within one xy-plane, so its rows are consecutive and the stencil
+// of block (z, Y) reaches only the 3 x 3 blocks (z-1..z+1, Y-1..Y+1). Each task names every block it reads
+// (in) and writes (inout), so the task graph is the program order. A sweep is then a wave front: forward block
+// (z, Y) follows (z, Y-1) and (z-1, Y+1), so blocks with equal Y + 2z run concurrently (about half the blocks
+// of a plane); backward is its mirror image.
+// Granularity: --block is rows per block on level 0, rounded down to whole x-lines (at least one line, at most
+// a plane). Each coarser level takes twice the lines of the finer one (its lines are half as long), at most a
+// plane: about the same rows per task on every level, so task overheads weigh the same everywhere, and a coarse
+// level has 8x fewer tasks as it has 8x less work. Then a coarse block's restriction reads at most 4 fine
+// blocks of one plane (4Yc..4Yc+3 of plane 2zc) and a fine block's prolongation one coarse block.
+// Per iteration, on level 0's blocks b (level 0's x is z, its r is the CG residual):
+//   z = M^-1 r                              the V-cycle above
+//   rz[b] = r_b . z_b                       member of group RZ
+//   rtz = sum rz; beta = rtz / rtz_old      gathers RZ, inout scalars
+//   p_b = z_b + beta p_b (first: p_b = z_b) in z_b, scalars, inout p_b
+//   Ap_b = A_b p                            in the 3 x 3 blocks of p around b, inout Ap_b
+//   pAp[b] = p_b . Ap_b                     member of group PAP
+//   alpha = rtz / sum pAp                   gathers PAP, inout scalars
+//   x_b += alpha p_b; r_b -= alpha Ap_b     in scalars, p_b, Ap_b, inout x_b, r_b
+//   rr[b] = r_b . r_b                       member of group RR
+//   normr = sqrt(sum rr)                    gathers RR, inout normr
+// Figure of merit: HPCG's flop count of an iteration (ReportResults: 3 dot products and 3 vector updates of
+// 2 flops per row, 2 per nonzero for the SpMV, per level 0-2 4 per nonzero for each SYMGS and 2 for the
+// residual, 4 per nonzero on level 3), without the set-up (r = b - A x, untimed here).
+class Hpcg {
+ public:
+  static constexpr const char* kName = "hpcg";
+  static constexpr const char* kSize = "grid edge (rows = edge^3, a multiple of 8)";
+  static constexpr const char* kBlock = "rows per block on level 0 (whole x-lines of a plane)";
+  static constexpr long kDefaultSize = 48, kQuickSize = 16;
+  static constexpr long kDefaultIters = 20, kQuickIters = 3;
+  static constexpr int kLevels = 4;  // HPCG's: the fine grid and 3 coarse ones
+  static std::vector<long> default_blocks(bool quick) {
+    // Default (edge 48): 1, 2, 4, 8, 16 x-lines per block; quick (edge 16): 1 line, 3 lines (uneven blocks),
+    // a whole plane (a sequential sweep).
+    return quick ? std::vector<long>{16, 48, 256} : std::vector<long>{48, 96, 192, 384, 768};
+  }
+  /// Why `size` cannot be used, or nullptr.
+  static const char* size_problem(long size) {
+    if (size % 8 != 0) return "hpcg: --size (the grid edge) must be a multiple of 8 (3 coarse levels, each halving it)";
+    if (size > 1288) return "hpcg: --size (the grid edge) is at most 1288 (rows = edge^3 in 32-bit column indices)";
+    return nullptr;
+  }
+
+  explicit Hpcg(const Params& p) {
+    long e = p.size, lines = std::clamp(p.block / p.size, 1L, p.size);
+    for (int l = 0; l < kLevels; ++l, e /= 2, lines = std::min(2 * lines, e)) lv_.emplace_back(e, lines);
+    const Level& f = lv_[0];
+    for (long i = 0; i < f.n; ++i) f_r()[i] = 26.0 - double(f.nnz[std::size_t(i)] - 1);  // b = A * ones
+    x_ = f.field();
+    p_ = f.field();
+    ap_ = f.field();
+    rz_.assign(std::size_t(f.nb), 0.0);
+    pap_.assign(std::size_t(f.nb), 0.0);
+    rr_.assign(std::size_t(f.nb), 0.0);
+    g_rz_ = Group(int(f.nb));
+    g_pap_ = Group(int(f.nb));
+    g_rr_ = Group(int(f.nb));
+    check_transfer_blocks();
+    detail::SpawnCounter count;
+    iteration(count, 0);
+    tasks_ = count.n;
+  }
+  int period() const { return 1; }
+  bool has_condition() const { return false; }
+  long tasks_per_iteration() const { return tasks_; }
+  Merit merit() const {
+    const Level& f = lv_[0];
+    double flops = 12.0 * double(f.n) + 2.0 * double(f.nnz_total);
+    for (int l = 0; l + 1 < kLevels; ++l) flops += 10.0 * double(lv_[std::size_t(l)].nnz_total);
+    flops += 4.0 * double(lv_.back().nnz_total);
+    return {flops, "MFLOP/s", 1e6};
+  }
+
+  template <class S>
+  void iteration(S& spawn, int /*slot*/) {
+    const Level& f = lv_[0];
+    mg(spawn, 0);
+    for (long b = 0; b < f.nb; ++b)
+      spawn([this, b] { rz_[std::size_t(b)] = dot(f_r(), lv_[0].x.v.data(), b); }, In{f.tok(f.r, b)},
+            In{f.tok(f.x, b)}, GroupWrite{&g_rz_, int(b)});
+    spawn([this] { update_beta(); }, Gather{&g_rz_}, InOut{&sc_});
+    for (long b = 0; b < f.nb; ++b)
+      spawn([this, b] { update_p(b); }, In{f.tok(f.x, b)}, In{&sc_}, InOut{f.tok(p_, b)});
+    for (long b = 0; b < f.nb; ++b)
+      spawn_around(spawn, f, p_, b, [this, b] { spmv(lv_[0], p_.v.data(), ap_.v.data(), b); }, In{f.tok(p_, b)},
+                   InOut{f.tok(ap_, b)});
+    for (long b = 0; b < f.nb; ++b)
+      spawn([this, b] { pap_[std::size_t(b)] = dot(p_.v.data(), ap_.v.data(), b); }, In{f.tok(p_, b)},
+            In{f.tok(ap_, b)}, GroupWrite{&g_pap_, int(b)});
+    spawn([this] { update_alpha(); }, Gather{&g_pap_}, InOut{&sc_});
+    for (long b = 0; b < f.nb; ++b)
+      spawn([this, b] { update_xr(b); }, In{&sc_}, In{f.tok(p_, b)}, In{f.tok(ap_, b)}, InOut{f.tok(x_, b)},
+            InOut{f.tok(f.r, b)});
+    for (long b = 0; b < f.nb; ++b)
+      spawn([this, b] { rr_[std::size_t(b)] = dot(f_r(), f_r(), b); }, In{f.tok(f.r, b)},
+            GroupWrite{&g_rr_, int(b)});
+    spawn([this] { update_normr(); }, Gather{&g_rr_}, InOut{&normr_});
+  }
+  // Work sharing: one `for` per phase; a sweep is one `for` per wave of its wave front (the blocks with equal
+  // Y + 2z read no block of their own wave), in increasing order forward and decreasing backward, which computes
+  // exactly what the row order computes.
+  template <class P>
+  void iteration_for(P& pf, int /*slot*/) {
+    const long nb = lv_[0].nb;
+    mg_for(pf, 0);
+    pf.loop(nb, [this](long b) { rz_[std::size_t(b)] = dot(f_r(), lv_[0].x.v.data(), b); });
+    pf.single([this] { update_beta(); });
+    pf.loop(nb, [this](long b) { update_p(b); });
+    pf.loop(nb, [this](long b) { spmv(lv_[0], p_.v.data(), ap_.v.data(), b); });
+    pf.loop(nb, [this](long b) { pap_[std::size_t(b)] = dot(p_.v.data(), ap_.v.data(), b); });
+    pf.single([this] { update_alpha(); });
+    pf.loop(nb, [this](long b) { update_xr(b); });
+    pf.loop(nb, [this](long b) { rr_[std::size_t(b)] = dot(f_r(), f_r(), b); });
+    pf.single([this] { update_normr(); });
+  }
+  Verdict compare(const Hpcg& ref) const {
+    Verdict v = detail::compare_exact("x", x_.v.data(), ref.x_.v.data(), x_.v.size());
+    if (v.ok) v = detail::compare_exact("r", lv_[0].r.v.data(), ref.lv_[0].r.v.data(), lv_[0].r.v.size());
+    if (v.ok) v = detail::compare_exact("normr", &normr_, &ref.normr_, 1);
+    return v;
+  }
+
+ private:
+  /// A vector of one level, with one datum per block (the tokens) and a ring of never-written ones around
+  /// them, so that a block at the edge of the grid has the same accesses as any other.
+  struct Field {
+    std::vector<double> v;
+    std::vector<char> tok;
+  };
+  struct Level {
+    long e, n, lines, nyb, nb;  // edge, rows, x-lines per block, blocks per plane, blocks
+    long nnz_total = 0;
+    std::vector<std::int32_t> cols;  // 27 per row, as HPCCG's
+    std::vector<double> vals;
+    std::vector<std::uint8_t> nnz;
+    std::vector<double> diag;
+    Field x, r, axf;  // the V-cycle's solution, right-hand side and A x
+
+    Level(long edge, long lines_per_block)
+        : e(edge), n(edge * edge * edge), lines(lines_per_block), nyb(detail::ceil_div(edge, lines_per_block)),
+          nb(edge * nyb), cols(std::size_t(n * 27)), vals(std::size_t(n * 27)), nnz(std::size_t(n)),
+          diag(std::size_t(n)), x(field()), r(field()), axf(field()) {
+      for (long iz = 0; iz < e; ++iz)  // HPCG's GenerateProblem_ref
+        for (long iy = 0; iy < e; ++iy)
+          for (long ix = 0; ix < e; ++ix) {
+            const long row = (iz * e + iy) * e + ix;
+            int k = 0;
+            for (long sz = -1; sz <= 1; ++sz)
+              for (long sy = -1; sy <= 1; ++sy)
+                for (long sx = -1; sx <= 1; ++sx) {
+                  const long z = iz + sz, y = iy + sy, xx = ix + sx;
+                  if (z < 0 || z >= e || y < 0 || y >= e || xx < 0 || xx >= e) continue;
+                  const bool d = sz == 0 && sy == 0 && sx == 0;
+                  cols[std::size_t(row * 27 + k)] = std::int32_t((z * e + y) * e + xx);
+                  vals[std::size_t(row * 27 + k)] = d ? 26.0 : -1.0;
+                  if (d) diag[std::size_t(row)] = 26.0;
+                  ++k;
+                }
+            nnz[std::size_t(row)] = std::uint8_t(k);
+            nnz_total += k;
+          }
+    }
+    Field field() const {
+      return {std::vector<double>(std::size_t(n), 0.0), std::vector<char>(std::size_t((e + 2) * (nyb + 2)))};
+    }
+    /// Block (z, Y)'s datum of f; z in -1..e, Y in -1..nyb (the ring beyond the grid).
+    const char* tok(const Field& f, long z, long Y) const { return &f.tok[std::size_t((z + 1) * (nyb + 2) + Y + 1)]; }
+    const char* tok(const Field& f, long b) const { return tok(f, b / nyb, b % nyb); }
+    long first_line(long b) const { return (b % nyb) * lines; }
+    long end_line(long b) const { return std::min(e, (b % nyb + 1) * lines); }
+    long row0(long b) const { return ((b / nyb) * e + first_line(b)) * e; }
+    long row1(long b) const { return ((b / nyb) * e + end_line(b)) * e; }
+  };
+
+  struct Scalars {
+    double rtz = 0, beta = 0, alpha = 0;
+    long k = 0;  // CG iterations begun
+  };
+
+  double* f_r() { return lv_[0].r.v.data(); }
+  const double* f_r() const { return lv_[0].r.v.data(); }
+
+  /// Spawns `body` with in accesses on the 8 blocks of f around block b of L, then `own`.
+  template <class S, class F, class... D>
+  static void spawn_around(S& spawn, const Level& L, const Field& f, long b, F&& body, const D&... own) {
+    const long z = b / L.nyb, Y = b % L.nyb;
+    spawn(std::forward<F>(body), In{L.tok(f, z - 1, Y - 1)}, In{L.tok(f, z - 1, Y)}, In{L.tok(f, z - 1, Y + 1)},
+          In{L.tok(f, z, Y - 1)}, In{L.tok(f, z, Y + 1)}, In{L.tok(f, z + 1, Y - 1)}, In{L.tok(f, z + 1, Y)},
+          In{L.tok(f, z + 1, Y + 1)}, own...);
+  }
+
+  // --- the V-cycle as tasks ---
+  template <class S>
+  void mg(S& spawn, std::size_t l) {
+    const Level& L = lv_[l];
+    for (long b = 0; b < L.nb; ++b) spawn([this, l, b] { zero(l, b); }, InOut{L.tok(L.x, b)});
+    symgs(spawn, l);
+    if (l + 1 == lv_.size()) return;
+    const Level& C = lv_[l + 1];
+    for (long b = 0; b < L.nb; ++b)
+      spawn_around(spawn, L, L.x, b, [this, l, b] { spmv(lv_[l], lv_[l].x.v.data(), lv_[l].axf.v.data(), b); },
+                   In{L.tok(L.x, b)}, InOut{L.tok(L.axf, b)});
+    for (long bc = 0; bc < C.nb; ++bc) {
+      const long z = 2 * (bc / C.nyb), Y = 4 * (bc % C.nyb);
+      auto fine = [&](const Field& f, long k) { return In{L.tok(f, z, std::min(Y + k, L.nyb))}; };
+      spawn([this, l, bc] { restrict_to(l, bc); }, fine(L.r, 0), fine(L.r, 1), fine(L.r, 2), fine(L.r, 3),
+            fine(L.axf, 0), fine(L.axf, 1), fine(L.axf, 2), fine(L.axf, 3), InOut{C.tok(C.r, bc)});
+    }
+    mg(spawn, l + 1);
+    for (long b = 0; b < L.nb; ++b)
+      if (const long bc = coarse_block(l, b); bc >= 0)
+        spawn([this, l, b] { prolong(l, b); }, In{C.tok(C.x, bc)}, InOut{L.tok(L.x, b)});
+    symgs(spawn, l);
+  }
+  template <class S>
+  void symgs(S& spawn, std::size_t l) {
+    const Level& L = lv_[l];
+    for (long b = 0; b < L.nb; ++b)
+      spawn_around(spawn, L, L.x, b, [this, l, b] { sweep(l, b, true); }, In{L.tok(L.r, b)}, InOut{L.tok(L.x, b)});
+    for (long b = L.nb - 1; b >= 0; --b)
+      spawn_around(spawn, L, L.x, b, [this, l, b] { sweep(l, b, false); }, In{L.tok(L.r, b)},
+                   InOut{L.tok(L.x, b)});
+  }
+
+  // --- the V-cycle as work-sharing phases ---
+  template <class P>
+  void mg_for(P& pf, std::size_t l) {
+    pf.loop(lv_[l].nb, [this, l](long b) { zero(l, b); });
+    symgs_for(pf, l);
+    if (l + 1 == lv_.size()) return;
+    pf.loop(lv_[l].nb, [this, l](long b) { spmv(lv_[l], lv_[l].x.v.data(), lv_[l].axf.v.data(), b); });
+    pf.loop(lv_[l + 1].nb, [this, l](long bc) { restrict_to(l, bc); });
+    mg_for(pf, l + 1);
+    pf.loop(lv_[l].nb, [this, l](long b) { prolong(l, b); });
+    symgs_for(pf, l);
+  }
+  template <class P>
+  void symgs_for(P& pf, std::size_t l) {
+    const long nyb = lv_[l].nyb, waves = (nyb - 1) + 2 * (lv_[l].e - 1) + 1;
+    for (int forward = 1; forward >= 0; --forward)
+      for (long k = 0; k < waves; ++k) {
+        const long w = forward ? k : waves - 1 - k;  // blocks (z, w - 2z)
+        const long z0 = std::max(0L, detail::ceil_div(w - (nyb - 1), 2)), z1 = std::min(lv_[l].e - 1, w / 2);
+        pf.loop(z1 - z0 + 1, [this, l, w, z0, nyb, forward](long i) {
+          const long z = z0 + i;
+          sweep(l, z * nyb + (w - 2 * z), forward != 0);
+        });
+      }
+  }
+
+  // --- kernels ---
+  void zero(std::size_t l, long b) {
+    Level& L = lv_[l];
+    std::fill(L.x.v.begin() + L.row0(b), L.x.v.begin() + L.row1(b), 0.0);
+  }
+  /// One half of ComputeSYMGS_ref on block b of level l: its rows in order (forward) or in reverse order.
+  void sweep(std::size_t l, long b, bool forward) {
+    Level& L = lv_[l];
+    const long lo = L.row0(b), hi = L.row1(b);
+    double* x = L.x.v.data();
+    const double* r = L.r.v.data();
+    auto relax = [&](long i) {
+      const std::int32_t* c = &L.cols[std::size_t(i * 27)];
+      const double* v = &L.vals[std::size_t(i * 27)];
+      const double d = L.diag[std::size_t(i)];
+      double sum = r[i];
+      for (int k = 0; k < L.nnz[std::size_t(i)]; ++k) sum -= v[k] * x[c[k]];
+      sum += x[i] * d;  // the loop took the diagonal's term out too
+      x[i] = sum / d;
+    };
+    if (forward)
+      for (long i = lo; i < hi; ++i) relax(i);
+    else
+      for (long i = hi - 1; i >= lo; --i) relax(i);
+  }
+  static void spmv(const Level& L, const double* __restrict x, double* __restrict y, long b) {
+    const std::int32_t* __restrict c = L.cols.data();
+    const double* __restrict v = L.vals.data();
+    for (long i = L.row0(b), hi = L.row1(b); i < hi; ++i) {
+      double s = 0;
+      for (int k = 0; k < L.nnz[std::size_t(i)]; ++k) s += v[i * 27 + k] * x[c[i * 27 + k]];
+      y[i] = s;
+    }
+  }
+  /// Block bc of level l+1: r_c = r - Axf at the even points of level l (ComputeRestriction_ref).
+  void restrict_to(std::size_t l, long bc) {
+    const Level& F = lv_[l];
+    Level& C = lv_[l + 1];
+    const long zc = bc / C.nyb;
+    for (long yc = C.first_line(bc); yc < C.end_line(bc); ++yc)
+      for (long xc = 0; xc < C.e; ++xc) {
+        const long f = ((2 * zc) * F.e + 2 * yc) * F.e + 2 * xc;
+        C.r.v[std::size_t((zc * C.e + yc) * C.e + xc)] = F.r.v[std::size_t(f)] - F.axf.v[std::size_t(f)];
+      }
+  }
+  /// Block b of level l: x += x_c at its even points (ComputeProlongation_ref); nothing if it has none.
+  void prolong(std::size_t l, long b) {
+    Level& F = lv_[l];
+    const Level& C = lv_[l + 1];
+    const long zf = b / F.nyb;
+    if (zf % 2 != 0) return;
+    for (long yf = F.first_line(b) + F.first_line(b) % 2; yf < F.end_line(b); yf += 2)
+      for (long xc = 0; xc < C.e; ++xc)
+        F.x.v[std::size_t((zf * F.e + yf) * F.e + 2 * xc)] += C.x.v[std::size_t(((zf / 2) * C.e + yf / 2) * C.e + xc)];
+  }
+  /// The block of level l+1 that block b of level l prolongs from, or -1 if b has no even point.
+  long coarse_block(std::size_t l, long b) const {
+    const Level &F = lv_[l], &C = lv_[l + 1];
+    const long yf = F.first_line(b) + F.first_line(b) % 2;
+    if ((b / F.nyb) % 2 != 0 || yf >= F.end_line(b)) return -1;
+    return (b / F.nyb / 2) * C.nyb + (yf / 2) / C.lines;
+  }
+  /// The block choice above guarantees what mg() declares; checked once per construction.
+  void check_transfer_blocks() const {
+    for (std::size_t l = 0; l + 1 < lv_.size(); ++l) {
+      const Level &F = lv_[l], &C = lv_[l + 1];
+      for (long bc = 0; bc < C.nb; ++bc) {  // restriction: fine lines 2*yc in fine blocks 4Yc..4Yc+3
+        const long lo = 2 * C.first_line(bc) / F.lines, hi = 2 * (C.end_line(bc) - 1) / F.lines;
+        if (lo < 4 * (bc % C.nyb) || hi > 4 * (bc % C.nyb) + 3) throw std::logic_error("hpcg: restriction blocks");
+      }
+      for (long b = 0; b < F.nb; ++b)  // prolongation: all even lines of a fine block in one coarse block
+        if (const long bc = coarse_block(l, b); bc >= 0 && ((F.end_line(b) - 1) / 2) / C.lines != bc % C.nyb)
+          throw std::logic_error("hpcg: prolongation blocks");
+    }
+  }
+
+  // --- conjugate gradient (CG_ref) ---
+  double dot(const double* a, const double* b, long blk) const {
+    double s = 0;
+    for (long i = lv_[0].row0(blk), hi = lv_[0].row1(blk); i < hi; ++i) s += a[i] * b[i];
+    return s;
+  }
+  void update_beta() {
+    double s = 0;
+    for (double v : rz_) s += v;
+    if (sc_.k > 0) sc_.beta = s / sc_.rtz;
+    sc_.rtz = s;
+    ++sc_.k;
+  }
+  void update_p(long b) {
+    const double* z = lv_[0].x.v.data();
+    double* p = p_.v.data();
+    const long lo = lv_[0].row0(b), hi = lv_[0].row1(b);
+    if (sc_.k == 1) {
+      std::copy(z + lo, z + hi, p + lo);
+    } else {
+      const double beta = sc_.beta;
+      for (long i = lo; i < hi; ++i) p[i] = z[i] + beta * p[i];
+    }
+  }
+  void update_alpha() {
+    double s = 0;
+    for (double v : pap_) s += v;
+    sc_.alpha = sc_.rtz / s;
+  }
+  void update_xr(long b) {
+    const double a = sc_.alpha;
+    double *x = x_.v.data(), *r = f_r();
+    const double *p = p_.v.data(), *ap = ap_.v.data();
+    for (long i = lv_[0].row0(b), hi = lv_[0].row1(b); i < hi; ++i) {
+      x[i] = x[i] + a * p[i];
+      r[i] = r[i] + (-a) * ap[i];  // HPCG: ComputeWAXPBY(1, r, -alpha, Ap, r)
+    }
+  }
+  void update_normr() {
+    double s = 0;
+    for (double v : rr_) s += v;
+    normr_ = std::sqrt(s);
+  }
+
+  std::vector<Level> lv_;
+  Field x_, p_, ap_;  // on level 0's blocks
+  std::vector<double> rz_, pap_, rr_;
+  Scalars sc_;
+  double normr_ = 0;
+  Group g_rz_{0}, g_pap_{0}, g_rr_{0};
+  long tasks_ = 0;
 };
 
 // --- the loop every variant runs -----------------------------------------------------------------------------

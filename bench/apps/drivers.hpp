@@ -9,7 +9,7 @@
 #include "apps.hpp"
 
 // Every application type; the drivers are instantiated for each.
-#define WAPPS_FOR_EACH_APP(X) X(Multisaxpy) X(HeatFixed) X(HeatWhile) X(Nbody) X(Hpccg)
+#define WAPPS_FOR_EACH_APP(X) X(Multisaxpy) X(HeatFixed) X(HeatWhile) X(Nbody) X(Hpccg) X(Hpcg)
 
 namespace wapps {
 

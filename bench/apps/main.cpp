@@ -39,11 +39,11 @@ using namespace wapps;
 
 const char* const kUsage = R"(usage: )" WAPPS_PROGRAM R"( [options]
 
-Runs the iterative applications (multisaxpy, heat, heat-while, nbody, hpccg) in several variants over a sweep
-of block sizes, checks every run against the serial reference, and prints the figure of merit (median of the
-repetitions; variants interleaved) and the wall time per task.
+Runs the iterative applications (multisaxpy, heat, heat-while, nbody, hpccg, hpcg) in several variants over a
+sweep of block sizes, checks every run against the serial reference, and prints the figure of merit (median
+of the repetitions; variants interleaved) and the wall time per task.
 
-  --app=LIST          multisaxpy,heat,heat-while,nbody,hpccg or all (default all)
+  --app=LIST          multisaxpy,heat,heat-while,nbody,hpccg,hpcg or all (default all)
   --variant=LIST      variants to run, or all (default: all of this executable; see below)
   --workers=N         threads (default: hardware threads)
   --blocks=LIST       block sizes to sweep (the app's unit: see below; default per app)
@@ -62,7 +62,8 @@ repetitions; variants interleaved) and the wall time per task.
   -h, --help
 
 Units: multisaxpy elements per task; heat block edge (blocks are edge x edge cells); nbody particles per
-block; hpccg rows per block (size = grid edge, rows = edge^3).
+block; hpccg rows per block (size = grid edge, rows = edge^3); hpcg rows per block on the finest level, rounded
+down to whole x-lines of one xy-plane (size = grid edge, a multiple of 8).
 Exit status: 0; 1 if a run did not match the serial reference; 2 for bad options.
 )";
 
@@ -157,7 +158,7 @@ RunOutcome run_variant(Kind k, App& app, const RunConfig& c) {
 }
 
 // --- command line ----------------------------------------------------------------------------------------------
-const char* const kApps[] = {"multisaxpy", "heat", "heat-while", "nbody", "hpccg"};
+const char* const kApps[] = {"multisaxpy", "heat", "heat-while", "nbody", "hpccg", "hpcg"};
 
 struct Cli {
   std::vector<std::string> apps;
@@ -236,7 +237,7 @@ Cli parse(int argc, char** argv) {
       continue;
     }
     if (std::find(std::begin(kApps), std::end(kApps), s) == std::end(kApps))
-      usage_error("unknown app '" + s + "' (multisaxpy, heat, heat-while, nbody, hpccg, all)");
+      usage_error("unknown app '" + s + "' (multisaxpy, heat, heat-while, nbody, hpccg, hpcg, all)");
     c.apps.push_back(s);
   }
   const std::vector<Variant> known = all_variants();
@@ -292,6 +293,8 @@ int run_app(const Cli& cli, Csv& csv) {
   const std::vector<long> blocks = cli.blocks.empty() ? App::default_blocks(cli.quick) : cli.blocks;
   if (std::string(App::kName) == "hpccg" && p.size > 1290)
     usage_error("hpccg: --size is the grid edge; at most 1290 (rows = edge^3 must fit 32-bit column indices)");
+  if constexpr (requires { App::size_problem(p.size); })
+    if (const char* why = App::size_problem(p.size)) usage_error(why);
   if constexpr (requires { App::kDefaultTol; })
     if (iters < p.period)
       usage_error(std::string(App::kName) + ": --iters (" + std::to_string(iters) + ") must be at least --unroll (" +
@@ -435,7 +438,8 @@ int main(int argc, char** argv) {
       else if (app == "heat") failures += run_app<HeatFixed>(cli, csv);
       else if (app == "heat-while") failures += run_app<HeatWhile>(cli, csv);
       else if (app == "nbody") failures += run_app<Nbody>(cli, csv);
-      else failures += run_app<Hpccg>(cli, csv);
+      else if (app == "hpccg") failures += run_app<Hpccg>(cli, csv);
+      else failures += run_app<Hpcg>(cli, csv);
     }
 #if WAPPS_HAVE_WEFT
   } catch (const weft::config_error& e) {  // a profile or trace file that cannot be created

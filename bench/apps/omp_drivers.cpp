@@ -24,6 +24,10 @@ struct OmpTask;
 #define WAPPS_IN_3 depend(in : *in[0], *in[1], *in[2])
 #define WAPPS_IN_4 depend(in : *in[0], *in[1], *in[2], *in[3])
 #define WAPPS_IN_5 depend(in : *in[0], *in[1], *in[2], *in[3], *in[4])
+#define WAPPS_IN_6 depend(in : *in[0], *in[1], *in[2], *in[3], *in[4], *in[5])
+#define WAPPS_IN_7 depend(in : *in[0], *in[1], *in[2], *in[3], *in[4], *in[5], *in[6])
+#define WAPPS_IN_8 depend(in : *in[0], *in[1], *in[2], *in[3], *in[4], *in[5], *in[6], *in[7])
+#define WAPPS_IN_9 depend(in : *in[0], *in[1], *in[2], *in[3], *in[4], *in[5], *in[6], *in[7], *in[8])
 #define WAPPS_IO_0
 #define WAPPS_IO_1 depend(inout : *io[0])
 #define WAPPS_IO_2 depend(inout : *io[0], *io[1])
@@ -46,6 +50,10 @@ WAPPS_OMP_SHAPES(2)
 WAPPS_OMP_SHAPES(3)
 WAPPS_OMP_SHAPES(4)
 WAPPS_OMP_SHAPES(5)
+WAPPS_OMP_SHAPES(6)  // hpcg: the 3 x 3 blocks a stencil reads, and a restriction's 4 + 4 fine blocks
+WAPPS_OMP_SHAPES(7)
+WAPPS_OMP_SHAPES(8)
+WAPPS_OMP_SHAPES(9)
 
 template <class T, class... D>
 constexpr int count_of = (0 + ... + int(std::is_same_v<T, D>));
