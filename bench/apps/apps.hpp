@@ -96,6 +96,31 @@ inline double lcg(std::uint64_t& s) {
   return double(s >> 11) * (1.0 / 9007199254740992.0);
 }
 inline long ceil_div(long a, long b) { return (a + b - 1) / b; }
+/// The 27-point stencil matrix of an e^3 grid (the GenerateProblem of HPCCG and of HPCG), rows in x-fastest
+/// order: 27 slots per row in cols and vals (sized by the caller), `diagonal` on the diagonal and -1 for each
+/// neighbour inside the grid; nnz[row] is the row's count. Returns the nonzeros of the matrix.
+inline long stencil27(long e, double diagonal, std::vector<std::int32_t>& cols, std::vector<double>& vals,
+                      std::vector<std::uint8_t>& nnz) {
+  long total = 0;
+  for (long iz = 0; iz < e; ++iz)
+    for (long iy = 0; iy < e; ++iy)
+      for (long ix = 0; ix < e; ++ix) {
+        const long row = (iz * e + iy) * e + ix;
+        int k = 0;
+        for (long sz = -1; sz <= 1; ++sz)
+          for (long sy = -1; sy <= 1; ++sy)
+            for (long sx = -1; sx <= 1; ++sx) {
+              const long z = iz + sz, y = iy + sy, x = ix + sx;
+              if (z < 0 || z >= e || y < 0 || y >= e || x < 0 || x >= e) continue;
+              cols[std::size_t(row * 27 + k)] = std::int32_t((z * e + y) * e + x);
+              vals[std::size_t(row * 27 + k)] = (sz == 0 && sy == 0 && sx == 0) ? diagonal : -1.0;
+              ++k;
+            }
+        nnz[std::size_t(row)] = std::uint8_t(k);
+        total += k;
+      }
+  return total;
+}
 /// A spawn that only counts the tasks of an iteration (Hpcg::tasks_per_iteration).
 struct SpawnCounter {
   long n = 0;
@@ -412,24 +437,9 @@ class Hpccg {
         cols_(std::size_t(n_ * 27)), vals_(std::size_t(n_ * 27)), nnz_(std::size_t(n_)), x_(std::size_t(n_), 0.0),
         r_(std::size_t(n_)), p_(std::size_t(n_), 0.0), ap_(std::size_t(n_), 0.0), rr_(std::size_t(nb_)),
         pap_(std::size_t(nb_)), g_rr_(int(nb_)), g_p_(int(nb_)), g_pap_(int(nb_)) {
-    for (long iz = 0; iz < e_; ++iz)
-      for (long iy = 0; iy < e_; ++iy)
-        for (long ix = 0; ix < e_; ++ix) {
-          const long row = (iz * e_ + iy) * e_ + ix;
-          int k = 0;
-          for (long sz = -1; sz <= 1; ++sz)
-            for (long sy = -1; sy <= 1; ++sy)
-              for (long sx = -1; sx <= 1; ++sx) {
-                const long z = iz + sz, y = iy + sy, x = ix + sx;
-                if (z < 0 || z >= e_ || y < 0 || y >= e_ || x < 0 || x >= e_) continue;
-                cols_[std::size_t(row * 27 + k)] = std::int32_t((z * e_ + y) * e_ + x);
-                vals_[std::size_t(row * 27 + k)] = (sz == 0 && sy == 0 && sx == 0) ? 27.0 : -1.0;
-                ++k;
-              }
-          nnz_[std::size_t(row)] = std::uint8_t(k);
-          r_[std::size_t(row)] = 27.0 - double(k - 1);  // b = A * ones; x = 0, so r = b
-          nnz_total_ += k;
-        }
+    nnz_total_ = detail::stencil27(e_, 27.0, cols_, vals_, nnz_);
+    for (long row = 0; row < n_; ++row)  // b = A * ones; x = 0, so r = b
+      r_[std::size_t(row)] = 27.0 - double(nnz_[std::size_t(row)] - 1);
   }
   int period() const { return 1; }
   bool has_condition() const { return false; }
@@ -682,25 +692,8 @@ class Hpcg {
         : e(edge), n(edge * edge * edge), lines(lines_per_block), nyb(detail::ceil_div(edge, lines_per_block)),
           nb(edge * nyb), cols(std::size_t(n * 27)), vals(std::size_t(n * 27)), nnz(std::size_t(n)),
           diag(std::size_t(n)), x(field()), r(field()), axf(field()) {
-      for (long iz = 0; iz < e; ++iz)  // HPCG's GenerateProblem_ref
-        for (long iy = 0; iy < e; ++iy)
-          for (long ix = 0; ix < e; ++ix) {
-            const long row = (iz * e + iy) * e + ix;
-            int k = 0;
-            for (long sz = -1; sz <= 1; ++sz)
-              for (long sy = -1; sy <= 1; ++sy)
-                for (long sx = -1; sx <= 1; ++sx) {
-                  const long z = iz + sz, y = iy + sy, xx = ix + sx;
-                  if (z < 0 || z >= e || y < 0 || y >= e || xx < 0 || xx >= e) continue;
-                  const bool d = sz == 0 && sy == 0 && sx == 0;
-                  cols[std::size_t(row * 27 + k)] = std::int32_t((z * e + y) * e + xx);
-                  vals[std::size_t(row * 27 + k)] = d ? 26.0 : -1.0;
-                  if (d) diag[std::size_t(row)] = 26.0;
-                  ++k;
-                }
-            nnz[std::size_t(row)] = std::uint8_t(k);
-            nnz_total += k;
-          }
+      nnz_total = detail::stencil27(e, 26.0, cols, vals, nnz);  // HPCG's GenerateProblem_ref
+      std::fill(diag.begin(), diag.end(), 26.0);
     }
     Field field() const {
       return {std::vector<double>(std::size_t(n), 0.0), std::vector<char>(std::size_t((e + 2) * (nyb + 2)))};
