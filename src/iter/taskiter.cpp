@@ -69,7 +69,6 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "deps/deps.hpp"
@@ -168,11 +167,64 @@ std::string describe(const Access* a, std::size_t n) {
   return n ? s : "no access";
 }
 
+constexpr std::uint32_t kNoReader = ~0u;
+/// A list of readers of a datum (vertices), linked through the loop's reader_links.
+struct ReaderLink {
+  std::uint32_t vertex, next;
+};
+
 struct Datum {
+  const void* address = nullptr;
   std::int32_t last_writer = -1, first_writer = -1;
-  std::vector<std::uint32_t> readers;       ///< since the last writer (reduction members included)
-  std::vector<std::uint32_t> head_readers;  ///< before the first writer
-  ReductionGroup* group = nullptr;          ///< an open reduction group of this copy
+  std::uint32_t readers = kNoReader;       ///< since the last writer (reduction members included)
+  std::uint32_t head_readers = kNoReader;  ///< before the first writer
+  ReductionGroup* group = nullptr;         ///< an open reduction group of this copy
+};
+
+/// The recording's data by address: open addressing (linear probing) over data at fixed addresses. No
+/// allocation per datum: a node per datum (std::unordered_map) and the readers' vectors were a third of the
+/// instructions of recording a 5-point stencil.
+class DataTable {
+ public:
+  /// The datum of `address`, made if new. References stay valid as the table grows. May throw std::bad_alloc.
+  Datum& operator[](const void* address) {
+    if (2 * (data_.size() + 1) > slots_.size()) grow();
+    for (std::size_t i = slot_of(address);; i = (i + 1) & (slots_.size() - 1)) {
+      if (!slots_[i]) {
+        Datum& d = data_.emplace_back();
+        d.address = address;
+        slots_[i] = &d;
+        return d;
+      }
+      if (slots_[i]->address == address) return *slots_[i];
+    }
+  }
+  std::deque<Datum>& all() { return data_; }
+  void clear() {
+    data_.clear();
+    slots_.clear();
+    shift_ = 64;
+  }
+
+ private:
+  std::size_t slot_of(const void* address) const {  // Fibonacci hashing: the top bits of a multiplication
+    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(address) >> 3) * 0x9E3779B97F4A7C15ull >>
+                                    shift_);
+  }
+  void grow() {
+    std::vector<Datum*> old(std::max<std::size_t>(64, 2 * slots_.size()), nullptr);
+    old.swap(slots_);
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots_.size()));
+    for (Datum* d : old) {
+      if (!d) continue;
+      std::size_t i = slot_of(d->address);
+      while (slots_[i]) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = d;
+    }
+  }
+  std::deque<Datum> data_;
+  std::vector<Datum*> slots_;  ///< a power of two, at most half full; null: empty
+  unsigned shift_ = 64;
 };
 
 // The body of a combine vertex: the group's copies into the datum, every iteration.
@@ -214,7 +266,8 @@ struct IterLoop {
   std::vector<Access> accs;
   std::vector<IterEdge> edges;
   std::vector<std::uint32_t> mark;  ///< last target linked from each task (duplicate intra edges)
-  std::unordered_map<const void*, Datum> data;
+  DataTable data;
+  std::vector<ReaderLink> reader_links;  ///< the readers lists of the data (Datum::readers, head_readers)
   std::vector<Access> merge_scratch;  ///< record_spawn's merged accesses
   std::uint32_t current_copy = 0;
   // Reductions: members are recorded as readers of their datum (they touch only their copies), and the group is
@@ -352,12 +405,17 @@ struct IterLoop {
       }
       if (a[i].mode == AccessMode::in || a[i].mode == AccessMode::reduction) {
         if (d.last_writer >= 0) add_intra(static_cast<std::uint32_t>(d.last_writer), x);
-        d.readers.push_back(x);
-        if (d.first_writer < 0) d.head_readers.push_back(x);
+        reader_links.push_back({x, d.readers});
+        d.readers = static_cast<std::uint32_t>(reader_links.size() - 1);
+        if (d.first_writer < 0) {
+          reader_links.push_back({x, d.head_readers});
+          d.head_readers = static_cast<std::uint32_t>(reader_links.size() - 1);
+        }
       } else {
-        if (!d.readers.empty()) {
-          for (std::uint32_t r : d.readers) add_intra(r, x);
-          d.readers.clear();
+        if (d.readers != kNoReader) {
+          for (std::uint32_t r = d.readers; r != kNoReader; r = reader_links[r].next)
+            add_intra(reader_links[r].vertex, x);
+          d.readers = kNoReader;
         } else if (d.last_writer >= 0) {
           add_intra(static_cast<std::uint32_t>(d.last_writer), x);
         }
@@ -406,13 +464,15 @@ struct IterLoop {
     const bool controls = pipelined && is_while;
     m = m_data + (controls ? k : 0);
     if (pipelined) {
-      for (auto& [address, d] : data) {
+      for (const Datum& d : data.all()) {
         if (d.first_writer < 0) continue;  // only read: no order between its accesses
         const auto lw = static_cast<std::uint32_t>(d.last_writer), fw = static_cast<std::uint32_t>(d.first_writer);
-        for (std::uint32_t r : d.head_readers) edges.push_back({lw, r, kCross});
-        if (!d.readers.empty())
-          for (std::uint32_t r : d.readers) edges.push_back({r, fw, kCross});
-        else if (d.head_readers.empty())
+        for (std::uint32_t r = d.head_readers; r != kNoReader; r = reader_links[r].next)
+          edges.push_back({lw, reader_links[r].vertex, kCross});
+        if (d.readers != kNoReader)
+          for (std::uint32_t r = d.readers; r != kNoReader; r = reader_links[r].next)
+            edges.push_back({reader_links[r].vertex, fw, kCross});
+        else if (d.head_readers == kNoReader)
           edges.push_back({lw, fw, kCross});
       }
       for (std::uint32_t x = 0; x < m_data; ++x) {
@@ -466,6 +526,8 @@ struct IterLoop {
       if (v.control) v.period = 1;  // the controls of period 0 are made by the driver (open_first_gates)
     }
     data.clear();
+    reader_links.clear();
+    reader_links.shrink_to_fit();
     mark.clear();
     mark.shrink_to_fit();
   }
