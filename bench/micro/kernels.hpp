@@ -16,6 +16,10 @@ namespace wbench::weftk {
 /// The weft runtime with `workers` workers (other options from the WEFT_* environment variables), created on
 /// first use (outside the timed regions) and kept: its threads sleep between runs.
 weft::Runtime& runtime(int workers);
+/// on: runtime() gives runtimes with Options::scheduler = lfq (kept beside the others) until set_lfq(false).
+void set_lfq(bool on);
+/// The slots of each worker's buffer in an lfq runtime: "4 x workers" (the default) or WEFT_LFQ_BUFFER's.
+std::string lfq_buffer_description();
 /// Options::num_threads = 1 (other options from the WEFT_* environment variables).
 Result chain(int deps, long long n);
 Result tree(int height, std::uint64_t cycles, int workers);

@@ -40,8 +40,8 @@ usage: weft-bench-micro [options]
 
   --quick              small sizes (for CI; well under a minute)
   --bench=LIST         chain,tree,independent,priority,replay,pingpong (default: all)
-  --only=LIST          systems to run: weft,gomp,gomp-1t,libomp,libomp-1t,tbb,flow,flow-copy (default: all
-                       available)
+  --only=LIST          systems to run: weft,gomp,gomp-1t,libomp,libomp-1t,tbb,flow,flow-copy,weft-lfq,flow-lfq
+                       (default: all available but weft-lfq and flow-lfq)
   --reps=R             repetitions per system (default 5); the table shows the median; the systems are
                        interleaved: repetition 1 of every system, then repetition 2, ...
   --csv=FILE           also write every measurement to FILE (CSV)
@@ -72,6 +72,8 @@ usage: weft-bench-micro [options]
   -h, --help
 
 Systems: weft (Options::num_threads = 1 for chain, else the worker count; other options from WEFT_*);
+weft-lfq, flow-lfq = weft, flow with Options::scheduler = lfq (PaRSEC's local flat queues, the TTG paper's
+Fig. 6 comparison), only when named in --only; their ratio is to weft, flow (lfq/llp; set WEFT_SCHEDULER=llp);
 gomp = libgomp, this program compiled with g++ -fopenmp; libomp = LLVM OpenMP, a clang++-16 -fopenmp=libomp
 build of the same kernels, run as a subprocess (weft-bench-micro-libomp); tbb = oneTBB.
 chain, OpenMP: "gomp"/"libomp" = team of 2 threads where thread 1 is held asleep on a condition variable
@@ -92,8 +94,11 @@ Exit status: 0; 1 if a benchmark's result check failed or a peer failed; 2 for b
 )";
 
 enum class Bench { chain, tree, independent, priority };
-enum Sys { kWeft, kGomp, kGomp1, kLibomp, kLibomp1, kTbb, kFlow, kFlowCopy, kNumSys };
-const char* const kSysName[kNumSys] = {"weft", "gomp", "gomp-1t", "libomp", "libomp-1t", "tbb", "flow", "flow-copy"};
+enum Sys { kWeft, kGomp, kGomp1, kLibomp, kLibomp1, kTbb, kFlow, kFlowCopy, kWeftLfq, kFlowLfq, kNumSys };
+const char* const kSysName[kNumSys] = {"weft", "gomp",      "gomp-1t",  "libomp",   "libomp-1t",
+                                       "tbb",  "flow",      "flow-copy", "weft-lfq", "flow-lfq"};
+// The weft system that a -lfq system runs with Options::scheduler = lfq (itself for the others).
+int llp_system(int s) { return s == kWeftLfq ? kWeft : s == kFlowLfq ? kFlow : s; }
 
 struct Config {
   Bench bench = Bench::chain;
@@ -108,7 +113,7 @@ struct Config {
 struct Options {
   bool quick = false;
   bool bench[6] = {true, true, true, true, true, true};
-  bool only[kNumSys] = {true, true, true, true, true, true, true, true};
+  bool only[kNumSys] = {true, true, true, true, true, true, true, true, false, false};
   int reps = 5;
   std::string csv;
   long long chain_tasks = -1;
@@ -195,7 +200,8 @@ Options parse_args(int argc, char** argv) {
         int k = 0;
         while (k < kNumSys && s != kSysName[k]) ++k;
         if (k == kNumSys)
-          usage_error("unknown system '" + s + "' (weft, gomp, gomp-1t, libomp, libomp-1t, tbb, flow, flow-copy)");
+          usage_error("unknown system '" + s +
+                      "' (weft, gomp, gomp-1t, libomp, libomp-1t, tbb, flow, flow-copy, weft-lfq, flow-lfq)");
         o.only[k] = true;
       }
     } else if (key == "--reps") {
@@ -447,6 +453,7 @@ struct Bencher {
   }
 
   bool applies(int s, Bench b) const {
+    s = llp_system(s);
     if (s == kGomp1 || s == kLibomp1 || s == kFlowCopy) return b == Bench::chain;
     if (s == kFlow) return b != Bench::independent && b != Bench::priority;
     if (s == kTbb) return b != Bench::priority;  // task_group has no priorities
@@ -456,10 +463,22 @@ struct Bencher {
   }
   // A chain without dependencies is no chain: D = 0 only for flow graphs (a control edge).
   bool applies(int s, const Config& c) const {
-    return applies(s, c.bench) && (c.bench != Bench::chain || c.deps > 0 || s == kFlow || s == kFlowCopy);
+    return applies(s, c.bench) &&
+           (c.bench != Bench::chain || c.deps > 0 || s == kFlow || s == kFlowCopy || s == kFlowLfq);
   }
 
   Result run(int s, const Config& c) {
+    if (llp_system(s) != s) {
+      wbench::weftk::set_lfq(true);
+      try {
+        const Result r = run(llp_system(s), c);
+        wbench::weftk::set_lfq(false);
+        return r;
+      } catch (...) {
+        wbench::weftk::set_lfq(false);
+        throw;
+      }
+    }
     char line[128];
     switch (c.bench) {
       case Bench::chain:
@@ -527,6 +546,7 @@ struct Bencher {
   }
 
   std::string variant(int s, const Config& c) const {
+    if (llp_system(s) != s) return variant(llp_system(s), c) + ", Options::scheduler=lfq";
     const std::string w = std::to_string(c.workers);
     if (c.bench == Bench::chain) {
       switch (s) {
@@ -703,9 +723,15 @@ struct Bencher {
   std::string cell(int s, const Config& c, const Row& row, std::size_t k) const {
     char buf[96];
     const double weft_med = row.systems[0] == kWeft ? row.med[0] : NAN;
-    // Peers are compared with weft's dependency tasks; flow-copy with flow (when weft has no row: D = 0).
-    const double ref = std::isnan(weft_med) && s == kFlowCopy && k > 0 && row.systems[k - 1] == kFlow ? row.med[k - 1]
-                                                                                                        : weft_med;
+    // Peers are compared with weft's dependency tasks; flow-copy with flow (when weft has no row: D = 0); the
+    // -lfq systems with their default-scheduler system (lfq/llp).
+    double ref = std::isnan(weft_med) && s == kFlowCopy && k > 0 && row.systems[k - 1] == kFlow ? row.med[k - 1]
+                                                                                                  : weft_med;
+    if (s == kFlowLfq) {
+      ref = NAN;
+      for (std::size_t j = 0; j < row.systems.size(); ++j)
+        if (row.systems[j] == kFlow) ref = row.med[j];
+    }
     int n = std::snprintf(buf, sizeof buf, "%9.1f%s", row.med[k], capped(s, c) ? "*" : "");
     const char* pad = capped(s, c) ? "" : " ";
     if (s != kWeft && !std::isnan(ref))
@@ -922,6 +948,14 @@ struct Bencher {
                   "then one wait.\n   ns/task, median of %d; [peer/weft]. OpenMP: the priority clause (honoured up to "
                   "OMP_MAX_TASK_PRIORITY; a warning says when it is lower).\n",
                   opt.priority_levels, opt.reps);
+    }
+    {
+      const auto cols = columns(b);
+      if (std::find(cols.begin(), cols.end(), kWeftLfq) != cols.end() ||
+          std::find(cols.begin(), cols.end(), kFlowLfq) != cols.end())
+        std::printf("   weft-lfq, flow-lfq: Options::scheduler = lfq (PaRSEC's local flat queues, buffers of %s); "
+                    "their ratio is lfq/llp, to weft and flow.\n",
+                    wbench::weftk::lfq_buffer_description().c_str());
     }
     print_header_row(b);
     for (const Config& c : configs) {

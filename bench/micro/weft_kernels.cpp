@@ -18,13 +18,26 @@
 
 namespace wbench::weftk {
 
-// One Runtime per worker count, created outside the timed region and kept (its threads sleep between runs).
+namespace {
+bool use_lfq = false;  // set_lfq
+}  // namespace
+
+void set_lfq(bool on) { use_lfq = on; }
+
+std::string lfq_buffer_description() {
+  const unsigned n = weft::Options::from_environment().lfq_buffer;
+  return n ? std::to_string(n) + " slots (WEFT_LFQ_BUFFER)" : "4 x workers slots";
+}
+
+// One Runtime per worker count (and scheduler, set_lfq), created outside the timed region and kept (its
+// threads sleep between runs).
 weft::Runtime& runtime(int workers) {
-  static std::map<int, std::unique_ptr<weft::Runtime>> runtimes;
-  auto& rt = runtimes[workers];
+  static std::map<std::pair<int, bool>, std::unique_ptr<weft::Runtime>> runtimes;
+  auto& rt = runtimes[{workers, use_lfq}];
   if (!rt) {
     weft::Options o = weft::Options::from_environment();
     o.num_threads = static_cast<unsigned>(workers);
+    if (use_lfq) o.scheduler = weft::Scheduler::lfq;
     rt = std::make_unique<weft::Runtime>(o);
   }
   return *rt;
@@ -259,7 +272,9 @@ Result replay(ReplayGraph g, ReplayMode mode, long long m, long long iters, int 
 std::string describe() {
   const weft::Options o = weft::Options::from_environment();
   return "weft (max_tasks " + std::to_string(o.max_tasks) + ", immediate_successor " +
-         (o.immediate_successor ? "on" : "off") + ")";
+         (o.immediate_successor ? "on" : "off") + ", scheduler " +
+         (o.scheduler == weft::Scheduler::lfq ? "lfq" : "llp") +
+         (o.lfq_buffer ? ", lfq_buffer " + std::to_string(o.lfq_buffer) : std::string()) + ")";
 }
 
 }  // namespace wbench::weftk

@@ -41,6 +41,8 @@ inline constexpr std::size_t kMaxMaxTasks = std::size_t{1} << 24;
 /// Default and largest Options::steal_batch.
 inline constexpr unsigned kDefaultStealBatch = 32;
 inline constexpr unsigned kMaxStealBatch = 1024;
+/// Largest Options::lfq_buffer.
+inline constexpr unsigned kMaxLfqBuffer = 1u << 16;
 /// Trace events each worker can hold (ProfileOptions::trace_buffer): default and largest accepted value.
 inline constexpr std::size_t kDefaultTraceBuffer = std::size_t{1} << 20;
 inline constexpr std::size_t kMaxTraceBuffer = std::size_t{1} << 28;
@@ -79,6 +81,18 @@ enum class CommThread : unsigned char {
   automatic,  ///< `on` when a core is spare for it, `off` otherwise
   on,         ///< a thread of its own
   off,        ///< the workers
+};
+
+/// How ready tasks are queued and found (Options::scheduler).
+enum class Scheduler : unsigned char {
+  /// Local LIFO with priorities (the default): per worker, a work-stealing deque for default-priority tasks and
+  /// lock-free sorted lists for prioritised ones; idle workers steal batches from the others.
+  llp,
+  /// PaRSEC's local flat queues, for comparison (the TTG paper, section III-B): per worker, a bounded buffer
+  /// (Options::lfq_buffer slots) that keeps the highest-priority tasks; what does not fit goes to one FIFO shared
+  /// by all workers behind one lock. A worker takes the best task of its own buffer, else steals one from another
+  /// worker's buffer, else takes the oldest task of the FIFO.
+  lfq,
 };
 
 /// Which process runs an offloadable task of a cluster (Options::offload_policy; see weft/cluster.hpp).
@@ -122,6 +136,13 @@ struct Options {
   /// lookup writes only its worker's flag); off: every lookup takes a shared std::shared_mutex.
   /// Environment: WEFT_BIASED_LOCK=1|0 (default 1).
   bool biased_lock = true;
+  /// scheduler: the engine's ready queues (see Scheduler): the default llp, or PaRSEC's lfq for comparison
+  /// (an ablation: slower, its shared FIFO is the point). Immediate successors bypass the queues under both.
+  /// Environment: WEFT_SCHEDULER=llp|lfq (default llp).
+  Scheduler scheduler = Scheduler::llp;
+  /// Scheduler::lfq: slots of each worker's bounded buffer; 0: 4 x num_threads, PaRSEC's own size.
+  /// Environment: WEFT_LFQ_BUFFER (1..kMaxLfqBuffer; default 0).
+  unsigned lfq_buffer = 0;
   /// Profiling and tracing (off by default). Environment: WEFT_PROFILE, WEFT_TRACE, WEFT_TRACE_EDGES,
   /// WEFT_TRACE_BUFFER (see ProfileOptions).
   ProfileOptions profile;

@@ -92,6 +92,16 @@ Options Options::from_environment() {
     o.steal_batch = static_cast<unsigned>(parse_integer("WEFT_STEAL_BATCH", v, 1, kMaxStealBatch));
   if (const char* v = std::getenv("WEFT_LOCAL_COUNTS")) o.local_counts = parse_flag("WEFT_LOCAL_COUNTS", v);
   if (const char* v = std::getenv("WEFT_BIASED_LOCK")) o.biased_lock = parse_flag("WEFT_BIASED_LOCK", v);
+  if (const char* v = std::getenv("WEFT_SCHEDULER")) {
+    if (std::strcmp(v, "llp") == 0)
+      o.scheduler = Scheduler::llp;
+    else if (std::strcmp(v, "lfq") == 0)
+      o.scheduler = Scheduler::lfq;
+    else
+      throw config_error(std::string("weft: WEFT_SCHEDULER='") + v + "' is invalid: expected llp or lfq");
+  }
+  if (const char* v = std::getenv("WEFT_LFQ_BUFFER"))
+    o.lfq_buffer = static_cast<unsigned>(parse_integer("WEFT_LFQ_BUFFER", v, 1, kMaxLfqBuffer));
   if (const char* v = std::getenv("WEFT_BIND")) {
     if (std::strcmp(v, "cores") == 0)
       o.bind_to_cores = true;
@@ -173,6 +183,12 @@ void Options::validate() const {
   if (steal_batch < 1 || steal_batch > kMaxStealBatch)
     throw config_error("weft: Options::steal_batch=" + std::to_string(steal_batch) + " is invalid: expected 1 to " +
                        std::to_string(kMaxStealBatch));
+  if (scheduler != Scheduler::llp && scheduler != Scheduler::lfq)
+    throw config_error("weft: Options::scheduler=" + std::to_string(static_cast<int>(scheduler)) +
+                       " is invalid: expected Scheduler::llp or lfq");
+  if (lfq_buffer > kMaxLfqBuffer)
+    throw config_error("weft: Options::lfq_buffer=" + std::to_string(lfq_buffer) + " is invalid: expected 0 (4 x "
+                       "num_threads) to " + std::to_string(kMaxLfqBuffer));
   if (!(watchdog_seconds >= 0 && watchdog_seconds <= kMaxWatchdog))
     throw config_error("weft: Options::watchdog_seconds=" + std::to_string(watchdog_seconds) +
                        " is invalid: expected 0 (off) to " + std::to_string(static_cast<long long>(kMaxWatchdog)));

@@ -150,6 +150,30 @@ void free_remote(Worker& w, Task* t) {
 // ---------------------------------------------------------------------------------------------------------
 
 namespace {
+// Scheduler::lfq: the task that w, nested too deep in waits, may run only children of (kLfqFreeNesting); null:
+// any task.
+const Task* lfq_only_children_of(const Worker& w) {
+  return w.lfq_depth > kLfqFreeNesting ? w.lfq_waiter : nullptr;
+}
+
+// Scheduler::lfq: the best task of b (`parent`: a child of it only).
+Task* pop_buffer(Worker& w, BoundedTaskBuffer& b, const Task* parent) {
+  for (;;) {
+    Task* t = b.pop_best(parent);
+    if (!t || !parent || t->parent == parent) return t;
+    w.engine->overflow.push(t);  // its slot was refilled as it was read: not a child after all
+  }
+}
+
+// w's own queues, best first: its positive priorities, its default-priority deque, its negative priorities
+// (Scheduler::lfq: the best task of its bounded buffer).
+Task* pop_own(Worker& w) {
+  if (w.lfq) return pop_buffer(w, w.lfq_buffer, lfq_only_children_of(w));
+  if (Task* t = w.prioritized.pop(1)) return t;
+  if (Task* t = w.deque.pop()) return t;
+  return w.prioritized.pop(INT32_MIN);
+}
+
 // w's own queues were empty: poll the progress source (which may make tasks ready on w: a message's handler
 // submits its task to the polling worker), then look again.
 [[gnu::noinline]] Task* poll_for_work(Worker& w) {
@@ -161,9 +185,7 @@ namespace {
     w.next = nullptr;
     return t;
   }
-  if (Task* t = w.prioritized.pop(1)) return t;
-  if (Task* t = w.deque.pop()) return t;
-  return w.prioritized.pop(INT32_MIN);
+  return pop_own(w);
 }
 
 // Foreign threads fulfilled the last events of some tasks: complete them here (which may ready successors on
@@ -174,13 +196,49 @@ namespace {
     w.next = nullptr;
     return t;
   }
-  if (Task* t = w.prioritized.pop(1)) return t;
-  if (Task* t = w.deque.pop()) return t;
-  return w.prioritized.pop(INT32_MIN);
+  return pop_own(w);
+}
+
+// Scheduler::lfq, PaRSEC's order: the best task of w's own buffer; else (after the progress sources and the
+// inbox, as below) one task from another worker's buffer, the next workers first (PaRSEC's order on a machine
+// without a hierarchy); else the oldest task of the shared FIFO.
+[[gnu::noinline]] Task* find_lfq_work(Worker& w) {
+  const Task* const only = lfq_only_children_of(w);
+  if (Task* t = pop_buffer(w, w.lfq_buffer, only)) return t;
+  Engine& e = *w.engine;
+  if (e.has_progress()) [[unlikely]]
+    if (Task* t = poll_for_work(w)) return t;
+  if (e.inbox_nonempty()) [[unlikely]]
+    if (Task* t = inbox_for_work(w)) return t;
+  auto& ws = e.workers;
+  const std::size_t n = ws.size();
+  for (std::size_t k = 1; k < n; ++k) {
+    Worker& v = *ws[(w.id + k) % n];
+    if (Task* t = pop_buffer(w, v.lfq_buffer, only)) {
+      ++w.counters.tasks_stolen;
+      trace::on_steal(w);
+      if (v.lfq_buffer.maybe_nonempty() || e.overflow.maybe_nonempty()) e.wake_one();  // as find_queued_work
+      return t;
+    }
+  }
+  if (Task* t = only ? e.overflow.pop_child(only) : e.overflow.pop()) {
+    if (e.overflow.maybe_nonempty()) e.wake_one();
+    return t;
+  }
+  return nullptr;
 }
 }  // namespace
 
+// Scheduler::lfq: the task goes to a free slot of w's bounded buffer; when the buffer is full, the task of
+// lowest priority (t or one it replaces) goes to the shared FIFO.
+void schedule_lfq(Worker& w, Task* t) {
+  if (Task* spilled = w.lfq_buffer.push(t)) w.engine->overflow.push(spilled);
+  w.engine->wake_one();
+}
+
 Task* find_queued_work(Worker& w) {
+  if (w.lfq) [[unlikely]]
+    return find_lfq_work(w);
   if (Task* t = w.prioritized.pop(1)) return t;
   if (Task* t = w.deque.pop()) return t;
   if (Task* t = w.prioritized.pop(INT32_MIN)) return t;
@@ -223,6 +281,11 @@ namespace {
 bool idle_recheck(const Worker& w) {
   const Engine& e = *w.engine;
   if (w.next || w.counted || e.idle_interrupted() || e.inbox_nonempty()) return true;
+  if (w.lfq) {
+    for (const auto& v : e.workers)
+      if (v->lfq_buffer.maybe_nonempty()) return true;
+    return e.overflow.maybe_nonempty();
+  }
   for (const auto& v : e.workers)
     if (v->deque.maybe_nonempty() || !v->prioritized.empty()) return true;
   return false;
@@ -524,7 +587,7 @@ void complete(Worker& w, Task* t) {
     // Keep priority order: a queued task of higher priority goes first (for a negative one, a default one too;
     // split by sign so that the usual case, p >= 0 with no positive priority queued, is one load and test).
     const std::int32_t p = best->priority;
-    if (w.next || (p >= 0 ? w.prioritized.has_above(p) : w.prioritized.has_above(p) || w.deque.maybe_nonempty()))
+    if (w.next || (p >= 0 ? queued_above(w, p) : queued_above(w, p) || w.deque.maybe_nonempty()))
       schedule(w, best);
     else
       w.next = best;
@@ -695,30 +758,31 @@ void fulfill_event(Engine& e, Task* t, std::exception_ptr error) noexcept {
 // Waiting for children
 // ---------------------------------------------------------------------------------------------------------
 
-void throttle_wait(Worker& w, Task* p) {
-  const std::int64_t limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
-  // Children that hold completion events wait for something outside the engine, which may well be a task the
-  // producer has yet to spawn (a receive whose send comes later), and so may their successors: they are not
-  // counted (held_events), and while any is held the producer stops waiting as soon as it finds nothing to
-  // run (after a poll of the progress sources), or it could wait for them forever.
-  auto counted = [&] { return unfinished_children(w, p) - held_events(p).load(std::memory_order_relaxed); };
-  publish_children(p);
-  if (counted() < limit) return;
-  // Run tasks instead of spawning until half the bound remains.
+namespace {
+// Children that hold completion events wait for something outside the engine, which may well be a task the
+// producer has yet to spawn (a receive whose send comes later), and so may their successors: they are not
+// counted (held_events), and while any is held the producer stops waiting as soon as it finds nothing to
+// run (after a poll of the progress sources), or it could wait for them forever.
+std::int64_t counted_children(const Worker& w, Task* p) {
+  return unfinished_children(w, p) - held_events(p).load(std::memory_order_relaxed);
+}
+
+// Runs tasks instead of spawning until half the bound remains: wait_until's loop, which also ends when it finds
+// nothing to run while children hold events.
+void throttle_loop(Worker& w, Task* p, std::int64_t limit) {
   ++w.counters.throttle_stalls;
   trace::on_runtime(w);
-  // wait_until's loop, which also ends when it finds nothing to run while children hold events.
   struct Check {
     Worker& w;
     Task* p;
     std::int64_t half;
     bool operator()() const {
-      return unfinished_children(w, p) - held_events(p).load(std::memory_order_relaxed) <= half ||
+      return counted_children(w, p) <= half ||
              held_events(p).load(std::memory_order_relaxed) > 0;  // the loop decides (re-check before a sleep)
     }
   } const check{w, p, limit / 2};
   const WaitCondition cond{[](const void* c) { return (*static_cast<const Check*>(c))(); }, &check, p};
-  while (counted() > limit / 2) {
+  while (counted_children(w, p) > limit / 2) {
     if (Task* t = find_work(w)) {
       w.idle_rounds = 0;
       run_task(w, t);
@@ -733,6 +797,19 @@ void throttle_wait(Worker& w, Task* p) {
     w.next = nullptr;
     schedule(w, t);
   }
+}
+}  // namespace
+
+void throttle_wait(Worker& w, Task* p) {
+  const std::int64_t limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
+  publish_children(p);
+  if (counted_children(w, p) < limit) return;
+  if (w.lfq) [[unlikely]] {
+    LfqWaitScope nested(w, p);
+    throttle_loop(w, p, limit);
+    return;
+  }
+  throttle_loop(w, p, limit);
 }
 
 void wait_for_children(Worker& w, Task* p) {
@@ -752,7 +829,7 @@ constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, lat
 
 [[gnu::noinline]] void first_sent_on_top(Worker& w) {
   const std::uint32_t n = std::exchange(tls_detached_queued, 0);
-  if (n < 2) return;
+  if (n < 2 || w.lfq) return;  // (Scheduler::lfq: no deque to reorder; its buffer takes the newest first)
   Task* top[kReorderMax];
   std::uint32_t k = 0;
   while (k < n && k < kReorderMax) {
@@ -840,7 +917,7 @@ void detached_submit(Task* t, Task* anchor) {
   // other workers, queue it: the worker's own queue is popped LIFO after the body, so it still runs next here
   // unless another worker took it meanwhile. Alone, the slot cannot delay anyone: the highest-priority task
   // submitted so far waits there.
-  if (w.immediate_successor && w.engine->workers.size() == 1 && !w.prioritized.has_above(t->priority) &&
+  if (w.immediate_successor && w.engine->workers.size() == 1 && !queued_above(w, t->priority) &&
       (!w.next || t->priority > w.next->priority)) {
     if (w.next) schedule(w, w.next);
     w.next = t;
@@ -917,6 +994,15 @@ Engine::Engine(const Options& o) : options(o) {
     progress_worker = workers.back().get();
     progress_worker->progress_only = true;
     progress_worker->immediate_successor = false;  // its ready tasks are for the others: always queued
+  }
+  if (options.scheduler == Scheduler::lfq) {
+    // PaRSEC sizes each buffer 4 x the cores of the process (sched_lfq): small, so that most tasks of a program
+    // with more ready tasks than that go through the shared FIFO, which is what the comparison is about.
+    const std::size_t slots = options.lfq_buffer ? options.lfq_buffer : 4 * std::size_t{options.num_threads};
+    for (auto& w : workers) {
+      w->lfq = true;
+      w->lfq_buffer.reset(slots);
+    }
   }
   if (options.profile.active()) {
     recorder = std::make_unique<trace::Recorder>(*this, options.profile, options.num_threads);

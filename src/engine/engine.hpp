@@ -126,6 +126,9 @@ struct alignas(64) Worker {
   PriorityQueue prioritized;
   Task* next = nullptr;  ///< immediate successor slot
   bool immediate_successor = true;  ///< Options::immediate_successor, kept at hand
+  /// Options::scheduler is Scheduler::lfq, kept at hand: the one test that the default scheduler's queue
+  /// operations pay for the other one (its deque and priority lists then stay empty, and lfq_buffer is used).
+  bool lfq = false;
   /// Children finished here but not yet subtracted from their parent's `alive` (batched: one atomic per
   /// count_batch completions instead of one per child). Flushed when the parent changes, before any wait
   /// or idle period, and before running a task of another parent.
@@ -171,6 +174,12 @@ struct alignas(64) Worker {
   /// The reduction clauses of the spawn being registered (finish_spawn_reductions), looked up by address.
   const ReductionSpec* red_specs = nullptr;
   std::size_t n_red_specs = 0;
+
+  BoundedTaskBuffer lfq_buffer;  ///< Scheduler::lfq only: this worker's bounded buffer (no slots otherwise)
+  /// Scheduler::lfq only: the waits this worker's stack holds, and the task the innermost one waits for the
+  /// children of (null: it waits for something else). See kLfqFreeNesting.
+  unsigned lfq_depth = 0;
+  Task* lfq_waiter = nullptr;
 
   Task* allocate() {
     if (!free_list) [[unlikely]]
@@ -237,6 +246,8 @@ class Engine {
 
   Options options;
   std::vector<std::unique_ptr<Worker>> workers;
+  /// Scheduler::lfq only: the FIFO shared by all workers that takes what their bounded buffers do not hold.
+  OverflowQueue overflow;
   std::unique_ptr<trace::Recorder> recorder;  ///< null unless Options::profile.active()
 
   std::mutex error_mutex;
@@ -376,6 +387,8 @@ inline void init_task(Worker&, Task* t, Task* parent, const TaskKind* kind) {
   t->mark = nullptr;
   t->joined = 0;
 }
+/// schedule() under Scheduler::lfq (engine.cpp).
+void schedule_lfq(Worker& w, Task* t);
 /// t is ready: queue it on w.
 inline void schedule(Worker& w, Task* t) {
   WEFT_ASSERT(t->kind && t->kind->run);                                 // a task, not a join node
@@ -383,9 +396,17 @@ inline void schedule(Worker& w, Task* t) {
   WEFT_ASSERT(t->pending.load(std::memory_order_relaxed) == 0 || t->n_edges == 1 || t->kind->counts_elsewhere);
   // Not finished (a kind counted elsewhere may keep a closed list: a replayed instance's first completion closed it).
   WEFT_ASSERT(t->kind->counts_elsewhere || t->succ_head.load(std::memory_order_relaxed) != kClosed);
+  if (w.lfq) [[unlikely]]
+    return schedule_lfq(w, t);
   if (t->priority == 0 || !w.prioritized.push(t)) [[likely]]
     w.deque.push(t);  // (a prioritised task only if a descheduled thief holds its list: see PriorityQueue)
   w.engine->wake_one();
+}
+/// A task queued on w has a priority above p (a hint, as PriorityQueue::has_above).
+inline bool queued_above(const Worker& w, std::int32_t p) {
+  if (w.lfq) [[unlikely]]
+    return w.lfq_buffer.has_above(p);
+  return w.prioritized.has_above(p);
 }
 /// Offers a ready task to the worker: the best one becomes the immediate successor (set by complete()), the
 /// others are queued. Between equal priorities the first offered stays, or with kLaterWinsTies the last.
@@ -469,13 +490,33 @@ void idle_backoff(Worker& w, const WaitCondition* cond = nullptr);
 /// Subtracts the batched completions from their parent; completes the parent if that was the last thing it
 /// waited for.
 void flush_completions(Worker& w);
-/// Runs tasks until done() holds. The waiter then resumes its own code: a successor left in its
-/// immediate-successor slot (readied by the last task it ran) goes to its queue, where other workers can take
-/// it, instead of waiting there until the waiter's body returns.
-/// `watched`: done() depends only on that task's unfinished children (see WaitCondition). `keep_polling`: the
-/// waiter never sleeps, it yields between rounds (the progress source's poll and done() run every round).
+/// Scheduler::lfq: a wait nested inside more than this many others runs only children of the task it waits for
+/// (find_lfq_work), as OpenMP's taskwait does. A worker in a wait runs whatever it finds, inside the wait; the
+/// shared FIFO hands out the oldest tasks, whose own waits take the next oldest in turn, and a tree of taskwaits
+/// would nest thousands deep (measured: 8000 nested waits for a tree of 2^16 leaves on one worker, a stack
+/// overflow at 2^18). The default scheduler's LIFO order keeps a waiter on its own descendants.
+inline constexpr unsigned kLfqFreeNesting = 64;
+/// Scheduler::lfq: w is inside a wait (for `watched`'s children; null: for something else) while this lives.
+class LfqWaitScope {
+ public:
+  LfqWaitScope(Worker& w, Task* watched) : w_(w), outer_(w.lfq_waiter) {
+    w.lfq_waiter = watched;
+    ++w.lfq_depth;
+  }
+  ~LfqWaitScope() {
+    w_.lfq_waiter = outer_;
+    --w_.lfq_depth;
+  }
+  LfqWaitScope(const LfqWaitScope&) = delete;
+  LfqWaitScope& operator=(const LfqWaitScope&) = delete;
+
+ private:
+  Worker& w_;
+  Task* outer_;
+};
+/// The loop of wait_until (inlined: a wait of the default scheduler runs its loop without a call).
 template <class Cond>
-void wait_until(Worker& w, Cond&& done, Task* watched = nullptr, bool keep_polling = false) {
+[[gnu::always_inline]] inline void wait_loop(Worker& w, Cond& done, Task* watched, bool keep_polling) {
   for (;;) {
     if (done()) break;
     if (Task* t = find_work(w)) {
@@ -494,6 +535,24 @@ void wait_until(Worker& w, Cond&& done, Task* watched = nullptr, bool keep_polli
     w.next = nullptr;
     schedule(w, t);
   }
+}
+/// wait_until under Scheduler::lfq. Out of line, and `done` by value: the default scheduler's waits keep the
+/// loop inlined and the condition in registers.
+template <class Cond>
+[[gnu::noinline]] void wait_until_lfq(Worker& w, Cond done, Task* watched, bool keep_polling) {
+  LfqWaitScope nested(w, watched);
+  wait_loop(w, done, watched, keep_polling);
+}
+/// Runs tasks until done() holds. The waiter then resumes its own code: a successor left in its
+/// immediate-successor slot (readied by the last task it ran) goes to its queue, where other workers can take
+/// it, instead of waiting there until the waiter's body returns.
+/// `watched`: done() depends only on that task's unfinished children (see WaitCondition). `keep_polling`: the
+/// waiter never sleeps, it yields between rounds (the progress source's poll and done() run every round).
+template <class Cond>
+void wait_until(Worker& w, Cond&& done, Task* watched = nullptr, bool keep_polling = false) {
+  if (w.lfq) [[unlikely]]
+    return wait_until_lfq<std::remove_cvref_t<Cond>>(w, done, watched, keep_polling);
+  wait_loop(w, done, watched, keep_polling);
 }
 /// Records e as the first exception of parent's children (dropped, and counted, if one is pending already).
 void record_error(Worker& w, Task* parent, std::exception_ptr e) noexcept;

@@ -1,12 +1,14 @@
 // Per-worker ready queues: a Chase-Lev work-stealing deque for default-priority tasks (the hot path: no lock,
 // no read-modify-write on push, one fence on pop) and sorted lock-free lists for prioritised tasks (touched
-// only when such tasks exist).
+// only when such tasks exist). And, for comparison only (Options::scheduler = Scheduler::lfq), PaRSEC's local
+// flat queues: a bounded buffer per worker and one shared overflow FIFO behind a lock.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "engine/check.hpp"
@@ -280,6 +282,173 @@ class PriorityQueue {
   };
 
   List high_, low_;
+};
+
+/// A worker's bounded buffer of PaRSEC's LFQ scheduler (Scheduler::lfq; PaRSEC's hbbuffer): a fixed array of
+/// slots, filled only by the owning worker, emptied by any worker. Lock-free, like PaRSEC's: a task is put in a
+/// slot with one release store (only the owner makes a slot non-empty, so a slot it sees empty stays so until it
+/// fills it), and taken with one CAS of the slot to empty, acquire (it pairs with the store that put the task
+/// there: the task's contents are visible to the taker). If a slot was emptied and refilled with the same
+/// descriptor in between, the CAS takes the task it holds now, which is as ready as the one seen.
+///
+/// Each slot keeps its task's rank (the priority, then the push order) and parent beside it. So a worker
+/// choosing a task never reads a descriptor that another worker may have taken and recycled meanwhile; what it
+/// reads with a slot's task may be stale (only the choice suffers: the CAS decides). Among equal priorities the
+/// newest task is taken first and the oldest overflows first (PaRSEC leaves ties to slot order), as the default
+/// scheduler's LIFO does: a worker in a taskwait then mostly runs its own children, where slot order would
+/// have it run unrelated tasks inside the wait, nested (see kLfqFreeNesting).
+/// Every operation scans the slots: the buffer is small (PaRSEC: 4 x cores).
+class BoundedTaskBuffer {
+ public:
+  /// capacity: slots, at least 1 (allocated here; the default scheduler never calls this).
+  void reset(std::size_t capacity) {
+    slots_ = std::make_unique<Slot[]>(capacity);
+    n_ = capacity;
+  }
+
+  /// Owner only. Puts t in a free slot and returns null; when every slot is full, keeps the highest-priority
+  /// tasks: returns the one that does not fit (t if its priority is below every queued one's, else the oldest
+  /// of the lowest priority, which t replaces), for the caller to queue elsewhere.
+  Task* push(Task* t) {
+    const std::uint64_t key = rank(t->priority, ++pushed_);
+    for (;;) {
+      std::size_t lowest = 0;
+      Task* low = nullptr;
+      std::uint64_t low_key = 0;
+      for (std::size_t i = 0; i < n_; ++i) {
+        Task* q = slots_[i].task.load(std::memory_order_relaxed);
+        if (!q) {
+          slots_[i].key.store(key, std::memory_order_relaxed);
+          slots_[i].parent.store(t->parent, std::memory_order_relaxed);
+          slots_[i].task.store(t, std::memory_order_release);  // publishes t, its rank and parent (see above)
+          return nullptr;
+        }
+        const std::uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
+        if (!low || k < low_key) {
+          lowest = i;
+          low = q;
+          low_key = k;
+        }
+      }
+      if (key >> 32 < low_key >> 32) return t;  // a lower priority than every queued task
+      // Written before the CAS: a worker that reads them with the old task only chooses less well.
+      slots_[lowest].key.store(key, std::memory_order_relaxed);
+      slots_[lowest].parent.store(t->parent, std::memory_order_relaxed);
+      // acq_rel: takes `low` as a pop would, and publishes t as a push does. On failure another worker emptied
+      // the slot: look again (it is free now).
+      if (slots_[lowest].task.compare_exchange_strong(low, t, std::memory_order_acq_rel, std::memory_order_relaxed))
+        return low;
+    }
+  }
+
+  /// Any worker: takes the queued task of highest priority (the newest among equals); null if none.
+  /// `parent`: only a task that the slot names as a child of `parent` (which the caller checks on the task it
+  /// gets: a slot refilled as it was read may name another's parent).
+  Task* pop_best(const Task* parent = nullptr) {
+    for (;;) {
+      std::size_t best = 0;
+      Task* seen = nullptr;
+      std::uint64_t best_key = 0;
+      for (std::size_t i = 0; i < n_; ++i) {
+        Task* q = slots_[i].task.load(std::memory_order_relaxed);
+        if (!q || (parent && slots_[i].parent.load(std::memory_order_relaxed) != parent)) continue;
+        const std::uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
+        if (!seen || k > best_key) {
+          best = i;
+          seen = q;
+          best_key = k;
+        }
+      }
+      if (!seen) return nullptr;
+      // Acquire: pairs with the release that put the task there (see above). On failure another worker took
+      // it (or the owner replaced it): choose again.
+      if (slots_[best].task.compare_exchange_strong(seen, nullptr, std::memory_order_acquire,
+                                                    std::memory_order_relaxed))
+        return seen;
+    }
+  }
+
+  /// Relaxed hints, like StealDeque::maybe_nonempty (the idle path's re-check; the owner's priority guard of
+  /// its immediate successor).
+  bool maybe_nonempty() const {
+    for (std::size_t i = 0; i < n_; ++i)
+      if (slots_[i].task.load(std::memory_order_relaxed)) return true;
+    return false;
+  }
+  bool has_above(std::int32_t p) const {
+    const std::uint64_t above = rank(p, 0xffffffffu);
+    for (std::size_t i = 0; i < n_; ++i)
+      if (slots_[i].task.load(std::memory_order_relaxed) && slots_[i].key.load(std::memory_order_relaxed) > above)
+        return true;
+    return false;
+  }
+
+ private:
+  // The priority (offset to compare as unsigned) above the low 32 bits of the push count: one load and one
+  // comparison order two slots. The count wraps after 2^32 pushes: ties are then misordered once, harmlessly.
+  static std::uint64_t rank(std::int32_t priority, std::uint64_t order) {
+    return (std::uint64_t{static_cast<std::uint32_t>(priority) ^ 0x80000000u} << 32) | (order & 0xffffffffu);
+  }
+  struct Slot {
+    std::atomic<Task*> task{nullptr};
+    std::atomic<std::uint64_t> key{0};
+    std::atomic<const Task*> parent{nullptr};
+  };
+  std::unique_ptr<Slot[]> slots_;
+  std::size_t n_ = 0;
+  std::uint64_t pushed_ = 0;  // owner only
+};
+
+/// The overflow queue of PaRSEC's LFQ scheduler: one FIFO shared by all workers behind one std::mutex, as
+/// PaRSEC's system queue (a locked dequeue): the lock that every push to it and every pop from it takes is what
+/// the comparison with the default scheduler measures. Intrusive (linked through a queued task's edges[0].succ,
+/// free once the task is ready, as for PriorityQueue): a push allocates nothing.
+class alignas(64) OverflowQueue {  // its own cache lines: every worker that uses it writes its lock
+ public:
+  void push(Task* t) {
+    next(t) = nullptr;
+    std::lock_guard<std::mutex> g(m_);
+    if (tail_)
+      next(tail_) = t;
+    else
+      head_ = t;
+    tail_ = t;
+    size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  /// The oldest task; null if none. An empty queue is seen without the lock.
+  Task* pop() {
+    if (!maybe_nonempty()) return nullptr;
+    std::lock_guard<std::mutex> g(m_);
+    Task* t = head_;
+    if (!t) return nullptr;
+    head_ = next(t);
+    if (!head_) tail_ = nullptr;
+    size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    return t;
+  }
+  /// The oldest child of `parent`; null if none.
+  Task* pop_child(const Task* parent) {
+    if (!maybe_nonempty()) return nullptr;
+    std::lock_guard<std::mutex> g(m_);
+    Task* prev = nullptr;
+    for (Task* t = head_; t; prev = t, t = next(t)) {
+      if (t->parent != parent) continue;
+      (prev ? next(prev) : head_) = next(t);
+      if (tail_ == t) tail_ = prev;
+      size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+      return t;
+    }
+    return nullptr;
+  }
+  /// Relaxed hint (written under the lock, read without it), like StealDeque::maybe_nonempty.
+  bool maybe_nonempty() const { return size_.load(std::memory_order_relaxed) != 0; }
+
+ private:
+  static Task*& next(Task* t) { return t->edges[0].succ; }
+  std::mutex m_;
+  Task* head_ = nullptr;
+  Task* tail_ = nullptr;
+  std::atomic<std::size_t> size_{0};
 };
 
 }  // namespace weft::detail

@@ -82,12 +82,20 @@ struct Rendezvous {
   std::atomic<int> count{0};
 };
 
+/// The scheduler the tests run on: WEFT_SCHEDULER=lfq (tests/CMakeLists.txt registers some test executables a
+/// second time with it: weft_also_on_lfq), else the default. A value other than lfq means the default here.
+inline weft::Scheduler scheduler_under_test() {
+  const char* e = std::getenv("WEFT_SCHEDULER");
+  return e && std::string(e) == "lfq" ? weft::Scheduler::lfq : weft::Scheduler::llp;
+}
+
 inline weft::Options opts(unsigned threads, std::size_t max_tasks = weft::kDefaultMaxTasks,
                           bool immediate_successor = true) {
   weft::Options o;
   o.num_threads = threads;
   o.max_tasks = max_tasks;
   o.immediate_successor = immediate_successor;
+  o.scheduler = scheduler_under_test();
   return o;
 }
 

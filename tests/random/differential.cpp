@@ -1177,6 +1177,7 @@ struct Runner {
       o.num_threads = c.workers;
       o.max_tasks = c.max_tasks;
       o.immediate_successor = c.immediate_successor;
+      o.scheduler = weft_test::scheduler_under_test();
       runtimes.push_back(std::make_unique<weft::Runtime>(o));
     }
   }

@@ -17,7 +17,8 @@ using namespace weft_test;
 namespace {
 
 const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR",
-                             "WEFT_WATCHDOG", "WEFT_COMM_THREAD", "WEFT_STEAL_BATCH", "WEFT_LOCAL_COUNTS", "WEFT_BIASED_LOCK"};
+                             "WEFT_WATCHDOG", "WEFT_COMM_THREAD", "WEFT_STEAL_BATCH", "WEFT_LOCAL_COUNTS", "WEFT_BIASED_LOCK",
+                             "WEFT_SCHEDULER", "WEFT_LFQ_BUFFER"};
 
 class Config : public testing::Test {
  protected:
@@ -146,6 +147,25 @@ TEST_F(Config, AblationSwitches) {
   EXPECT_FALSE(o.biased_lock);
   expect_env_error("WEFT_LOCAL_COUNTS", "no");
   expect_env_error("WEFT_BIASED_LOCK", "2");
+}
+
+TEST_F(Config, Scheduler) {
+  weft::Options o = weft::Options::from_environment();
+  EXPECT_EQ(o.scheduler, weft::Scheduler::llp);
+  EXPECT_EQ(o.lfq_buffer, 0u);
+  ::setenv("WEFT_SCHEDULER", "lfq", 1);
+  ::setenv("WEFT_LFQ_BUFFER", "256", 1);
+  o = weft::Options::from_environment();
+  EXPECT_EQ(o.scheduler, weft::Scheduler::lfq);
+  EXPECT_EQ(o.lfq_buffer, 256u);
+  ::setenv("WEFT_SCHEDULER", "llp", 1);
+  EXPECT_EQ(weft::Options::from_environment().scheduler, weft::Scheduler::llp);
+  ::unsetenv("WEFT_SCHEDULER");
+  ::unsetenv("WEFT_LFQ_BUFFER");
+  expect_env_error("WEFT_SCHEDULER", "bogus");
+  expect_env_error("WEFT_SCHEDULER", "LFQ");
+  expect_env_error("WEFT_LFQ_BUFFER", "0");
+  expect_env_error("WEFT_LFQ_BUFFER", std::to_string(weft::kMaxLfqBuffer + 1).c_str());
 }
 
 TEST_F(Config, BadBind) {
