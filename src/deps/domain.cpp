@@ -282,15 +282,22 @@ Task* prepare_node(Worker& w, std::size_t preds, Task*& held) {
 // (no unfinished predecessor). Must run before target is visible to any other thread. Edge nodes: inline, or
 // target->extra_edges, sized by phase 1 for every candidate.
 // link() for exactly one candidate (the hot path of a task with one access): no buffer, no loops, and a push
-// that fails needs no atomic on the pending count, since no other predecessor can touch it.
+// that fails needs no atomic on the pending count, since no other predecessor can touch it. kTraced = false: for
+// a caller that has checked that w records no trace (then the path calls nothing).
+template <bool kTraced = true>
 [[gnu::always_inline]] inline bool link_one(Worker& w, Task* target, Task* p) {
   Counters& c = w.counters;
-  target->pending.store(0, std::memory_order_relaxed);
-  target->n_edges = 0;
-  if (!p || p == target) return true;
+  if (!p || p == target) {
+    target->pending.store(0, std::memory_order_relaxed);
+    target->n_edges = 0;
+    return true;
+  }
   p->mark = target;
   std::uintptr_t head = p->succ_head.load(std::memory_order_acquire);
-  if (head != kClosed) {
+  if (head == kClosed) {
+    target->pending.store(0, std::memory_order_relaxed);
+    target->n_edges = 0;
+  } else {
     if (p->joined > 1) c.edges_saved_inoutset += p->joined - 1;
     target->pending.store(1, std::memory_order_relaxed);
     target->n_edges = 1;
@@ -301,7 +308,7 @@ Task* prepare_node(Worker& w, std::size_t preds, Task*& held) {
       if (p->succ_head.compare_exchange_weak(head, reinterpret_cast<std::uintptr_t>(e), std::memory_order_release,
                                              std::memory_order_acquire)) {
         ++c.edges_created;
-        trace::on_edge(w, p, target);
+        if constexpr (kTraced) trace::on_edge(w, p, target);
         return false;
       }
     } while (head != kClosed);
@@ -889,12 +896,25 @@ again:
 
 }  // namespace
 
-bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
+namespace {
+/// Several accesses (or one that register_one cannot take): the plain path, else the general one.
+[[gnu::noinline]] bool register_several(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
   if (!parent->domain) parent->domain = new Domain;
   Domain& d = *parent->domain;
+  if (n <= kPlainMax) {
+    bool ready;
+    if (register_plain(w, d, parent, t, acc, n, ready)) return ready;
+  }
+  return register_general(w, parent, t, acc, n);
+}
 
-  // Hot path: one strong in/out/inout access that waits for at most one task (the last writer).
-  if (n == 1 && !parent->weak && acc[0].mode <= AccessMode::inout) {
+/// One access that register_accesses' hot case does not take: a new domain or record, a record not cached, an
+/// `in` access, a parent with weak accesses, a datum with readers or a group, a recorded trace.
+[[gnu::noinline]] bool register_one(Worker& w, Task* parent, Task* t, const Access* acc) {
+  if (!parent->domain) parent->domain = new Domain;
+  Domain& d = *parent->domain;
+  // One strong in/out/inout access that waits for at most one task (the last writer).
+  if (!parent->weak && acc[0].mode <= AccessMode::inout) {
     Record* r = d.find(acc[0].address);
     if (!r) [[unlikely]] {
       d.reserve(w, parent, 1);
@@ -914,11 +934,33 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
       }
     }
   }
-  if (n <= kPlainMax) {
-    bool ready;
-    if (register_plain(w, d, parent, t, acc, n, ready)) return ready;
+  return register_several(w, parent, t, acc, 1);
+}
+}  // namespace
+
+bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std::size_t n) {
+  // Hot case: one out/inout access to the datum the previous registration named (the domain's one-entry
+  // cache), with no readers or group there, in a parent without weak accesses. Then the record's writer is a
+  // task, never a weak node (only the parent's own weak nodes are named), and t is a fresh task: their
+  // reference counts change without the weak-node tests. Not while a trace is recorded: the case calls
+  // nothing, so it needs no stack frame (an `in` access, whose reader list may grow, takes the next one).
+  if (n != 1) return register_several(w, parent, t, acc, n);
+  Domain* d = parent->domain;
+  if (d && !parent->weak && (acc[0].mode == AccessMode::out || acc[0].mode == AccessMode::inout) &&
+      acc[0].address == d->last_address && d->last != kNoRecord && !w.trace) [[likely]] {
+    Record& r = d->records[d->last];
+    if (r.group == kNoGroup && r.readers.empty()) {
+      Task* pred = r.writer;
+      ++t->record_refs;
+      if (pred) {
+        WEFT_ASSERT(!is_weak_node(pred) && pred->record_refs > 0);
+        if (--pred->record_refs == 0) retire(parent, pred);
+      }
+      r.writer = t;
+      return link_one<false>(w, t, pred);  // pred stays valid: only this thread recycles it, not before next spawn
+    }
   }
-  return register_general(w, parent, t, acc, n);
+  return register_one(w, parent, t, acc);
 }
 
 void sweep_domain(Worker& w, Task* t) {
