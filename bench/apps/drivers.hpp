@@ -52,6 +52,10 @@ enum class WeftMode {
   taskiter,  ///< taskiter: record once, replay as a cyclic graph without barriers
   replay,    ///< record once, replay with a barrier between iterations (periods of `period()` iterations;
              ///< a condition is checked once per period, so up to 2*period-1 more iterations than serially)
+  update,    ///< taskiter with weft::update: the body runs again every iteration, without a barrier (with
+             ///< one in a while-loop, whose condition is then checked once per period, as for replay)
+  update_barrier,  ///< weft::update with weft::replay_barrier: the body runs again once the previous period
+                   ///< has finished
 };
 template <class App>
 RunOutcome run_weft(App& app, const RunConfig& c, WeftMode mode, bool immediate_successor);

@@ -11,8 +11,8 @@
 //   weft-taskiter    the same graph recorded once by taskiter (unroll(2): the two grids alternate), replayed
 //                    every iteration with fresh requests.
 //   weft-update      the same under taskiter with the iteration captured by value and refreshed by weft::update
-//                    (firstprivate updates): the body runs before every iteration, and iterations are separated
-//                    by a barrier.
+//                    (firstprivate updates): the body runs again for every iteration, ahead of the tasks (no
+//                    barrier between iterations).
 //
 // The grid has `rows` x `cols` interior points per rank (rank r owns rows r*rows ... r*rows+rows-1 of the
 // global grid); ranks exchange one ghost row with each neighbour (no wrap-around: the outer boundary is fixed).
@@ -237,8 +237,9 @@ void run_weft_taskiter(Halo& h, weft::Runtime& rt) {
 }
 
 // The same loop with the iteration captured by value and refreshed by weft::update (OpenMP's firstprivate
-// updates): the body runs again before every iteration, and a refreshed iteration starts only once the previous
-// one has finished, a barrier the variant above does without (its tasks ask taskiter_iteration instead).
+// updates): the body runs again for every iteration, while the tasks of the previous ones run, and each refreshed
+// task starts once its predecessors have finished (the variant above records once; its tasks ask
+// taskiter_iteration instead).
 void run_weft_update(Halo& h, weft::Runtime& rt) {
   rt.run([&](weft::Context& cx) {
     cx.taskiter(

@@ -93,7 +93,17 @@ long parse_count(const std::string& s, const char* what, long max) {
 }
 
 // --- variants --------------------------------------------------------------------------------------------------
-enum class Kind { serial, weft_tasks, weft_taskiter, weft_taskiter_is, weft_replay, omp_tasks, omp_for };
+enum class Kind {
+  serial,
+  weft_tasks,
+  weft_taskiter,
+  weft_taskiter_is,
+  weft_replay,
+  weft_update,
+  weft_update_barrier,
+  omp_tasks,
+  omp_for
+};
 struct Variant {
   Kind kind;
   std::string name;
@@ -110,7 +120,9 @@ std::vector<Variant> all_variants() {
   } weft_variants[] = {{Kind::weft_tasks, "weft-tasks", WeftMode::tasks},
                        {Kind::weft_taskiter, "weft-taskiter", WeftMode::taskiter},
                        {Kind::weft_taskiter_is, "weft-taskiter-is", WeftMode::taskiter},
-                       {Kind::weft_replay, "weft-replay", WeftMode::replay}};
+                       {Kind::weft_replay, "weft-replay", WeftMode::replay},
+                       {Kind::weft_update, "weft-update", WeftMode::update},
+                       {Kind::weft_update_barrier, "weft-update-barrier", WeftMode::update_barrier}};
   for (const auto& w : weft_variants) {
 #if WAPPS_HAVE_WEFT
     std::string why;
@@ -143,6 +155,10 @@ RunOutcome run_variant(Kind k, App& app, const RunConfig& c) {
       return run_weft(app, c, WeftMode::taskiter, true);
     case Kind::weft_replay:
       return run_weft(app, c, WeftMode::replay, true);
+    case Kind::weft_update:
+      return run_weft(app, c, WeftMode::update, true);
+    case Kind::weft_update_barrier:
+      return run_weft(app, c, WeftMode::update_barrier, true);
 #endif
 #if WAPPS_HAVE_OMP
     case Kind::omp_tasks:

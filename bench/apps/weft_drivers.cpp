@@ -1,5 +1,6 @@
 // weft-apps — weft drivers: plain tasks (every iteration spawns its tasks), taskiter (the first `period`
-// iterations are recorded and the rest replayed as a cyclic graph), and replay with a barrier between iterations.
+// iterations are recorded and the rest replayed as a cyclic graph), replay with a barrier between iterations,
+// and taskiter with weft::update (the body runs again every iteration), without and with that barrier.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -89,7 +90,7 @@ RunOutcome run_weft(App& app, const RunConfig& c, WeftMode mode, bool immediate_
           // variant. Under replay_barrier it runs after every period p (iterations pk..pk+k-1) instead, deciding
           // period p+1; then it checks the residual of the period's last iteration. The taskiter is a child task
           // that outlives this scope: cond keeps its state in its own captures.
-          auto cond = [&app, &done, k, iters = c.iters, per_period = mode == WeftMode::replay, calls = 0L,
+          auto cond = [&app, &done, k, iters = c.iters, per_period = mode != WeftMode::taskiter, calls = 0L,
                        stopped = false]() mutable {
             const long j = calls++ - 1;  // -1: the call before the first iteration
             if (j < 0) return true;      // run_app ensures iters >= k
@@ -113,6 +114,10 @@ RunOutcome run_weft(App& app, const RunConfig& c, WeftMode mode, bool immediate_
     rt.run([&](weft::Context& cx) {
       if (mode == WeftMode::replay)
         loop(cx, weft::replay_barrier);
+      else if (mode == WeftMode::update)
+        loop(cx, weft::update);
+      else if (mode == WeftMode::update_barrier)
+        loop(cx, weft::update, weft::replay_barrier);
       else
         loop(cx);
     });

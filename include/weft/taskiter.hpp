@@ -34,12 +34,18 @@
 //   weft::unroll(k)       the body runs k times (iterations 0..k-1) and the k copies form one period of the
 //                         cyclic graph: for loops whose task pattern repeats every k iterations (e.g. buffers
 //                         swapped on odd and even iterations). n need not be a multiple of k.
-//   weft::update          the body runs again before every iteration (with that iteration's index) to refresh
+//   weft::update          the body runs again for every iteration (with that iteration's index) to refresh
 //                         the captured values of the recorded tasks: it must spawn the same number of tasks
 //                         with the same accesses, in the same order, or the loop stops with
-//                         weft::taskiter_error naming the first difference. An iteration's refreshed tasks only
-//                         start once every task of the previous iteration has finished (as with
-//                         replay_barrier). Priorities and labels are refreshed too.
+//                         weft::taskiter_error naming the first difference (after the iterations before it,
+//                         which run to the end). Priorities and labels are refreshed too. No barrier: as a
+//                         loop that spawns its tasks runs ahead of them, the body runs for iteration i while
+//                         tasks of earlier iterations still run (at most two periods ahead of the oldest
+//                         unfinished one), and each refreshed task starts as soon as its predecessors have
+//                         finished. So code in the body outside the tasks must not read what the tasks write
+//                         (as without taskiter); add weft::replay_barrier to run iterations one at a time
+//                         (the body then runs for iteration i once iteration i - 1 has finished). In
+//                         taskiter_while, update keeps that barrier (cond() runs between periods).
 //   weft::replay_barrier  record once, then run one iteration (one period of k under unroll) at a time, with a
 //                         barrier in between (like OpenMP taskgraph or CUDA graphs): for comparison.
 //

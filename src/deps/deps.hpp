@@ -70,6 +70,7 @@ struct ReductionLinks {
 /// recorded task with reductions keeps its links in its vertex.
 extern const TaskKind kReplayedTask;
 extern const TaskKind kFirstRunTask;
+extern const TaskKind kUpdatedTask;  ///< a replayed task of a pipelined weft::update loop (no reductions)
 const ReductionLinks* replayed_reduction_links(const Task* t);
 /// The reductions of a running task t (null if it has none): its children's reductions join them.
 inline const ReductionLinks* reduction_links(const Task* t) {

@@ -27,8 +27,18 @@
 // instance has completed already, in which case the driver releases that instance's cross edges itself; an
 // instance completing later releases its own. One compare-exchange against one exchange: exactly one of the
 // two does it, and (v, 0) has completed before any of its edges is released, so (2) and (3) below hold across
-// the boundary too. (With replay_barrier or update there are no cross edges: the driver releases each period's
-// roots once the previous period has finished.)
+// the boundary too. (With replay_barrier, or update in a while-loop, there are no cross edges: the driver
+// releases each period's roots once the previous period has finished.)
+//
+// Update without a barrier (weft::update, fixed trip count). The body runs again for every period, on the
+// driver, while the tasks of the two previous periods may run; its spawns only refresh descriptors (body
+// carriers), matched with their vertices. A vertex has two carrier slots, one per parity (task, odd_task), and
+// each instance counts the delivery of its carrier as one more predecessor: the driver delivers period p's
+// carriers once every instance of period p - 2 has completed (IterLoop::completed, counted by parity), so the
+// slot it fills and the counter it decrements are free, as for the other decrements in (3) below. The graph,
+// its cross edges and the proof are those of the pipelined loop; the delivery is one more edge into (v, p),
+// from an event after (v, p - 2).
+
 //
 // Why two parities suffice (a task is never more than one period ahead of what it waits for):
 //  (1) Conflict implies order: in the unrolled access stream of one datum with in/out/inout accesses, if a
@@ -79,6 +89,8 @@ namespace weft::detail {
 
 // The kinds of task of a taskiter (defined with their functions, below the loop).
 extern const TaskKind kReplayedTask;  ///< a recorded task, replayed once per iteration (the vertex's body)
+/// The same under a pipelined weft::update: its body carrier is a fresh descriptor every iteration.
+extern const TaskKind kUpdatedTask;
 extern const TaskKind kControlTask;   ///< a taskiter_while check, one per copy of the body
 extern const TaskKind kRecorderTask;  ///< the private task of the recording Context: its spawns are recorded
 /// The combination of a recorded reduction group: replayed like a recorded task, but not one of the program's
@@ -119,8 +131,13 @@ struct alignas(64) IterNode {
   Task* task = nullptr;  ///< body carrier (replaced between periods under update)
   IterLoop* loop = nullptr;
   IterSucc* succ = nullptr;
-  std::uint64_t period = 0;         ///< period of the instance to run next (one instance at a time)
-  ReductionLinks* links = nullptr;  ///< the recorded task's reductions (null: none)
+  std::uint64_t period = 0;  ///< period of the instance to run next (one instance at a time)
+  union {
+    ReductionLinks* links = nullptr;  ///< the recorded task's reductions (null: none); never under update
+    /// Pipelined update: the body carrier of the odd periods (`task`: of the even ones). The driver delivers an
+    /// instance's carrier (see deliver_period) while the instance of the other parity may still run.
+    Task* odd_task;
+  };
   std::uint32_t copy = 0;           ///< which run of the body (0..k-1) recorded it
   bool control = false;
   bool open = false;  ///< control: this instance's check passed, its gates are released
@@ -243,6 +260,9 @@ struct IterLoop {
   std::uint32_t k = 1;
   bool pipelined = true;
   bool is_while = false;
+  /// weft::update without a barrier (fixed trip count): the driver re-runs the body for period p while earlier
+  /// periods run, and delivers each vertex's fresh carrier as one more predecessor of its instance.
+  bool update_pipelined = false;
   std::uint64_t n_periods = kNoEnd;  ///< fixed trip count: periods; while-loops: no end
   std::uint64_t rem = 0;             ///< fixed trip count: copies that run in the last period
   std::atomic<bool> failed{false};   ///< an instance or a check failed: skip bodies, stop checks
@@ -289,6 +309,11 @@ struct IterLoop {
 
   Worker* worker = nullptr;  ///< the driver's worker (frees the graph)
 
+  /// Pipelined update: instances of period p completed, by parity (complete_instance<true>, complete_first).
+  /// The driver delivers period p's carriers only once period p - 2 has completed: each such instance has
+  /// re-armed its counter (the delivery counts against it) and left its carrier's slot to the delivery.
+  alignas(64) std::atomic<std::uint32_t> completed[2] = {};
+
   // Every instance has finished (the driver waits for them before the loop goes).
   ~IterLoop() {
     Worker& w = *worker;
@@ -297,6 +322,8 @@ struct IterLoop {
       if (t) discard(w, t);
     for (std::uint32_t x = 0; x < nodes.size(); ++x) {
       IterNode& v = nodes[x];
+      // (a skipped copy's last instance may reuse the carrier of the other parity: see deliver_period)
+      if (update_pipelined && v.odd_task && v.odd_task != v.task) release_task(w, v.odd_task, true);
       if (!v.task) continue;
       drop_first_edges(w, v.task);
       release_task(w, v.task, !v.control);
@@ -519,6 +546,8 @@ struct IterLoop {
       succs[i] = {&nodes[e.to], e.kind};
       ++nodes[e.to].rearm;
     }
+    if (update_pipelined)  // the delivery of its carrier counts as one more predecessor of every instance
+      for (std::uint32_t x = 0; x < m_data; ++x) ++nodes[x].rearm;
     for (std::uint32_t x = 0; x < m; ++x) {
       IterNode& v = nodes[x];
       v.pending[1].store(v.rearm, std::memory_order_relaxed);
@@ -558,7 +587,7 @@ struct IterLoop {
       IterNode& s = *e.node;
       if (s.rearm == 1 || s.pending[1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         count_new_child(w, owner);  // (the caller keeps the owner from completing meanwhile)
-        offer(w, s.task, best);
+        offer(w, update_pipelined ? s.odd_task : s.task, best);
       }
     }
   }
@@ -622,13 +651,29 @@ struct IterLoop {
   }
 
   // --- update: match a refreshed spawn with its vertex ---
+  /// The usual case: the next vertex of this copy has exactly these accesses, in this order (validated and
+  /// merged when it was recorded). Then t refreshes it, and true.
+  bool update_same(Task* t, const Access* a, std::size_t n) {
+    const std::uint32_t x = update_next;
+    if (x >= m_data || rec[x].copy != current_copy || rec[x].acc_end - rec[x].acc_begin != n) return false;
+    const Access* r = accs.data() + rec[x].acc_begin;  // (one past the end for a task without accesses)
+    for (std::size_t i = 0; i < n; ++i)
+      if (r[i].address != a[i].address || r[i].mode != a[i].mode) return false;
+    fresh[x] = t;
+    ++update_next;
+    return true;
+  }
+  /// Any other case: the accesses merged as at recording; the same as the vertex's, or taskiter_error.
   void update_spawn(Task* t, const Access* a, std::size_t n) {
     const std::uint32_t x = update_next;
-    char where[160];
-    std::snprintf(where, sizeof where, "weft: taskiter update: iteration %llu, task #%u of the body",
-                  static_cast<unsigned long long>(update_iteration), x - first_of_copy(current_copy));
+    auto where = [&] {  // formatted only for an error: this runs for every task of every iteration
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "weft: taskiter update: iteration %llu, task #%u of the body",
+                    static_cast<unsigned long long>(update_iteration), x - first_of_copy(current_copy));
+      return std::string(buf);
+    };
     if (x >= m_data || rec[x].copy != current_copy)
-      throw taskiter_error(std::string(where) + ": the body spawns more tasks than it recorded (" +
+      throw taskiter_error(where() + ": the body spawns more tasks than it recorded (" +
                            std::to_string(copy_size[current_copy]) + " recorded)");
     const Rec& r = rec[x];
     const std::size_t rn = r.acc_end - r.acc_begin;
@@ -636,8 +681,8 @@ struct IterLoop {
     for (std::size_t i = 0; same && i < n; ++i)
       same = accs[r.acc_begin + i].address == a[i].address && accs[r.acc_begin + i].mode == a[i].mode;
     if (!same)
-      throw taskiter_error(std::string(where) + " has accesses " + describe(a, n) + ", recorded: " +
-                           describe(&accs[r.acc_begin], rn) + " (update refreshes captured values only)");
+      throw taskiter_error(where() + " has accesses " + describe(a, n) + ", recorded: " +
+                           describe(accs.data() + r.acc_begin, rn) + " (update refreshes captured values only)");
     fresh[x] = t;
     ++update_next;
   }
@@ -693,8 +738,9 @@ void run_control(Worker& w, IterNode& c) {
   c.open = true;  // the iteration this check decides: its roots and next control are released
 }
 
-// The update clause: run the body for the iterations of period p; each spawn replaces a vertex's body carrier.
-void refresh(Worker& w, Loop& L, Context& rcx, std::uint64_t p) {
+// The update clause: run the body for the iterations of period p; each spawn is matched with its vertex and
+// kept in L.fresh (null for the vertices of copies beyond the trip count, in the last period).
+void rerun_body(Loop& L, Context& rcx, std::uint64_t p) {
   const std::uint32_t copies = p + 1 == L.n_periods ? static_cast<std::uint32_t>(L.rem) : L.k;
   L.fresh.assign(L.m_data, nullptr);
   L.updating = true;
@@ -710,6 +756,10 @@ void refresh(Worker& w, Loop& L, Context& rcx, std::uint64_t p) {
                            " tasks, recorded " + std::to_string(L.copy_size[c]));
   }
   L.updating = false;
+}
+
+// With a barrier (every instance has finished): the fresh descriptors replace the vertices' carriers.
+void install_fresh(Worker& w, Loop& L) {
   for (std::uint32_t x = 0; x < L.update_next; ++x) {
     IterNode& v = L.nodes[x];
     Loop::release_task(w, v.task, true);
@@ -717,6 +767,61 @@ void refresh(Worker& w, Loop& L, Context& rcx, std::uint64_t p) {
     L.fresh[x] = nullptr;
     v.task->kind = &kReplayedTask;
     v.task->iter = &v;
+  }
+}
+
+// Without a barrier (period p - 2 has completed, later ones may run): each vertex's fresh descriptor goes to
+// the carrier slot of p's parity, freeing the carrier of (v, p - 2), and counts as one more predecessor of
+// (v, p) (IterLoop::close adds it to every vertex's count): the instance starts once both its predecessors
+// have finished and its carrier is here.
+void deliver_period(Worker& w, Loop& L, std::uint64_t p) {
+  for (std::uint32_t x = L.m_data; x-- > 0;) {  // LIFO queue: the first recorded root is taken first
+    IterNode& v = L.nodes[x];
+    Task*& slot = (p & 1) ? v.odd_task : v.task;
+    if (Task* t = L.fresh[x]) {
+      if (slot) Loop::release_task(w, slot, true);
+      L.fresh[x] = nullptr;
+      t->kind = &kUpdatedTask;
+      t->iter = &v;
+      slot = t;
+    } else if (!slot) {
+      // A copy beyond the trip count in period 1, the last: its instance skips its body; the carrier of period
+      // 0 serves (that instance has completed before this one starts, as every instance before the next).
+      slot = v.task;
+    }
+    if (v.rearm == 1 || v.pending[p & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      count_new_child(w, L.owner);
+      schedule(w, slot);
+    }
+  }
+}
+
+// weft::update without a barrier (fixed trip count): the body runs for period p while periods p - 1 and p - 2
+// may still run, as a loop that spawns its tasks runs ahead of them; period p's carriers are delivered once
+// period p - 2 has completed (its instances have re-armed their counters and left their carriers). A body
+// that throws, or changes the graph, ends the loop after the periods already delivered: period p, without its
+// carriers, never starts.
+void update_without_barrier(Worker& w, Loop& L, Context& rcx) {
+  for (std::uint64_t p = 1; p < L.n_periods; ++p) {
+    if (L.failed.load(std::memory_order_relaxed)) return;
+    try {
+      rerun_body(L, rcx, p);
+    } catch (...) {
+      L.updating = false;
+      wait_for_instances(w, L.owner);
+      L.failed.store(true, std::memory_order_relaxed);
+      throw;
+    }
+    if (p >= 2) {
+      std::atomic<std::uint32_t>& done = L.completed[p & 1];
+      // acquire: the re-arms of period p - 2 (see complete_instance) come before the delivery's decrements.
+      wait_until(w, [&] {
+        return done.load(std::memory_order_acquire) == L.m_data || L.failed.load(std::memory_order_relaxed);
+      });
+      if (L.failed.load(std::memory_order_relaxed)) return;
+      done.store(0, std::memory_order_relaxed);  // period p counts from here (its instances start after this)
+    }
+    deliver_period(w, L, p);
   }
 }
 
@@ -730,6 +835,12 @@ namespace {
 
 void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
   Loop& L = *loop_of(recorder);
+  if (L.updating && L.update_same(t, acc, n)) {  // no merge, no validation: the recording did both
+    t->parent = L.owner;
+    t->priority = attrs.priority;
+    t->label = attrs.label;
+    return;
+  }
   if (L.broken) [[unlikely]] {
     Loop::discard(w, t);
     throw taskiter_error("weft: taskiter: a spawn after the recording of this loop failed (out of memory); the "
@@ -823,6 +934,9 @@ void run_control_task(Worker& w, Task* t) {
 // The instance has completed (body and children): re-arms the vertex and releases the successors of that
 // iteration (ready ones offered to `best`). `failed`: it or a child failed (stops the loop). Returns true if t's
 // count in its taskiter went to a released instance (then t is not counted as a finished child).
+// kUpdated: a pipelined update loop (kUpdatedTask): the instance's period is counted complete (the driver may
+// then free t, whose carrier slot the next delivery takes), and a successor's carrier is that of its parity.
+template <bool kUpdated>
 bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
   IterNode& v = *t->iter;
   Loop& L = *v.loop;
@@ -837,6 +951,12 @@ bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
   v.period = p + 1;
   // Re-arm this parity for (v, p + 2) before anything is released (see the proof at the top).
   if (v.rearm > 1) v.pending[p & 1].store(v.rearm, std::memory_order_relaxed);
+  if constexpr (kUpdated) {
+    // release: the re-arm comes before the driver's delivery for (v, p + 2), which acquires this count. t is
+    // not touched after this.
+    if (L.completed[p & 1].fetch_add(1, std::memory_order_release) + 1 == L.m_data)
+      w.engine->wake_all();  // the driver may sleep until the period is complete (a timed sleep otherwise)
+  }
   const bool gates = v.open;
   Task* heir = nullptr;  // the first instance released: it takes over (v, p)'s count, once the loop is done
   for (std::uint32_t i = 0; i < v.n_succ; ++i) {
@@ -850,11 +970,12 @@ bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
     // A single predecessor needs no atomic: nobody else counts for that instance.
     if (s.rearm == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The others are counted anew ((v, p) is still counted meanwhile: the owner cannot complete).
+      Task* const st = kUpdated && (q & 1) ? s.odd_task : s.task;
       if (heir) {
         count_new_child(w, L.owner);
-        offer(w, s.task, best);
+        offer(w, st, best);
       } else {
-        heir = s.task;
+        heir = st;
       }
     }
   }
@@ -875,7 +996,11 @@ bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
 
 bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   const bool failed = end_children(w, t);  // a replayed body may spawn children of its own
-  return !complete_instance(w, t, failed, best);
+  return !complete_instance<false>(w, t, failed, best);
+}
+bool complete_updated(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
+  const bool failed = end_children(w, t);
+  return !complete_instance<true>(w, t, failed, best);
 }
 
 // An instance of period 0 has completed: it releases its successors of period 0 as a spawned task does, and
@@ -891,15 +1016,22 @@ bool complete_first(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   IterLoop::drop_first_edges(w, t);
   // Before anything is released: the instance of period 1 follows this one (see the proof at the top).
   v.period = 1;
-  t->kind = t->kind == &kFirstCombineTask ? &kCombineTask : &kReplayedTask;
+  t->kind = t->kind == &kFirstCombineTask ? &kCombineTask : L.update_pipelined ? &kUpdatedTask : &kReplayedTask;
   // In recording order, as replay does (succ arrays are sorted): a sweep keeps its memory order (heat at blocks
   // of 8 on one worker: the reverse order cost the first iteration 70%). A failed loop's successors skip their
   // bodies.
   release_successors</*kFirstLinkedFirst=*/true>(w, t, false, best, todo);
   // acq_rel: publishes this completion to the driver if it closes the graph later; acquires the graph if it
   // has closed it already (then this instance hands its own cross edges over).
-  if (v.handover.exchange(kFirstDone, std::memory_order_acq_rel) == kGraphClosed)
-    L.release_into_period_1(w, v, /*gates=*/false, best);
+  const bool closed = v.handover.exchange(kFirstDone, std::memory_order_acq_rel) == kGraphClosed;
+  if (closed) L.release_into_period_1(w, v, /*gates=*/false, best);
+  // Pipelined update: period 0 is counted as complete_instance<true> counts the later ones (the driver may
+  // free t once the count is full: nothing here reads t after it). m_data is known once the graph is closed;
+  // before, the driver is not waiting yet (or its timed sleep ends the wait).
+  if (L.update_pipelined) {
+    const std::uint32_t n = L.completed[0].fetch_add(1, std::memory_order_release) + 1;
+    if (closed && n == L.m_data) w.engine->wake_all();
+  }
   return true;  // (t is still a counted child: the loop, and its graph, stay until this returns)
 }
 
@@ -907,6 +1039,8 @@ bool complete_first(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
 
 const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr,
                             nullptr, nullptr};
+const TaskKind kUpdatedTask{"replayed", false, true, &run_replayed, &complete_updated, nullptr, nullptr,
+                           nullptr, nullptr};
 const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed, nullptr, nullptr,
                             nullptr, nullptr};
 const TaskKind kFirstRunTask{"recorded", false, false, &run_replayed, &complete_first, nullptr, nullptr, nullptr,
@@ -943,7 +1077,9 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
   L.spec = &spec;
   L.owner = owner;
   L.is_while = P.is_while;
-  L.pipelined = !P.barrier && !P.update;
+  // update keeps the barrier in a while-loop: cond() runs between periods on the driver, as the body does.
+  L.pipelined = !P.barrier && !(P.update && P.is_while);
+  L.update_pipelined = L.pipelined && P.update;
   L.k = P.unroll;
   if (!P.is_while) {
     if (L.k > P.n) L.k = static_cast<std::uint32_t>(P.n);
@@ -1007,6 +1143,7 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
       wait_for_instances(w, owner);
       L.open_first_gates(w);
     }
+    if (L.update_pipelined) update_without_barrier(w, L, rcx);
   }
   wait_for_instances(w, owner);  // pipelined: every iteration; else the first period
   trace::record_phase(w, "replay", replay_begin, trace::now(w), 0);
@@ -1014,7 +1151,10 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
   for (std::uint64_t p = 1;; ++p) {
     if (L.failed.load(std::memory_order_relaxed)) break;
     if (P.is_while ? !spec.cond(spec.closure) : p >= L.n_periods) break;
-    if (P.update) refresh(w, L, rcx, p);
+    if (P.update) {
+      rerun_body(L, rcx, p);
+      install_fresh(w, L);
+    }
     const trace::Ticks period_begin = trace::now(w);
     schedule_roots(w, L);
     wait_for_instances(w, owner);
@@ -1023,7 +1163,9 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
 }
 
 // Off the replay path (Context::local, a new record of a replayed task's children).
-const ReductionLinks* replayed_reduction_links(const Task* t) { return t->iter->links; }
+const ReductionLinks* replayed_reduction_links(const Task* t) {
+  return t->iter->loop->update_pipelined ? nullptr : t->iter->links;  // (update: no reductions; see odd_task)
+}
 
 }  // namespace weft::detail
 
@@ -1031,7 +1173,7 @@ namespace weft {
 
 std::uint64_t taskiter_iteration(const Context& cx) {
   for (const detail::Task* t = detail::ContextAccess::task(cx); t; t = t->parent)
-    if (t->kind == &detail::kReplayedTask || t->kind == &detail::kFirstRunTask) {
+    if (t->kind == &detail::kReplayedTask || t->kind == &detail::kFirstRunTask || t->kind == &detail::kUpdatedTask) {
       const detail::IterNode& v = *t->iter;
       return v.period * v.loop->k + v.copy;
     }

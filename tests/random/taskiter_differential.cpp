@@ -6,7 +6,8 @@
 // appends (iteration, task, read or written value) to each accessed datum's log. Some tasks do their writes in
 // nested child tasks on odd iterations (nested tasks may differ between iterations). Loop kinds: fixed trip
 // count, taskiter_while with a random trip count (cond counts its own calls), and update mode with parameters
-// that change every iteration; each pipelined or with replay_barrier. Some update programs change their graph
+// that change every iteration; each pipelined or with replay_barrier (update too: without the clause, a fixed
+// trip count's body runs ahead of the tasks of the two previous periods). Some update programs change their graph
 // at a random iteration: the loop must stop with weft::taskiter_error after the iterations before it.
 // Programs without update turn some writes into reductions (weft::reduction with sum; at most one per task),
 // from a second random stream so that the rest of the program is as without them: a member adds a value of its
@@ -114,7 +115,7 @@ Program generate(u64 seed) {
   p.kind = pick(0, 2) == 0 ? LoopKind::while_loop : LoopKind::fixed;
   p.n = static_cast<u64>(p.kind == LoopKind::fixed ? pick(0, 14) : pick(0, 8));
   p.update = pick(0, 3) == 0;
-  p.barrier = !p.update && pick(0, 3) == 0;
+  p.barrier = pick(0, 3) == 0;
   // A change after the recorded period (iterations k..n-1) is found when that period is refreshed.
   if (p.update && p.kind == LoopKind::fixed && p.n > static_cast<u64>(k) && pick(0, 2) == 0)
     p.change_at = static_cast<u64>(pick(k, static_cast<int>(p.n) - 1));
@@ -263,11 +264,13 @@ Outcome run_weft(weft::Runtime& rt, const Program& p, State& s) {
     rt.run([&](weft::Context& cx) {
       const weft::unroll k(p.k());
       if (p.kind == LoopKind::fixed) {
-        if (p.update) cx.taskiter(p.n, body, k, weft::update);
+        if (p.update && p.barrier) cx.taskiter(p.n, body, k, weft::update, weft::replay_barrier);
+        else if (p.update) cx.taskiter(p.n, body, k, weft::update);
         else if (p.barrier) cx.taskiter(p.n, body, k, weft::replay_barrier);
         else cx.taskiter(p.n, body, k);
       } else {
-        if (p.update) cx.taskiter_while(cond, body, k, weft::update);
+        if (p.update && p.barrier) cx.taskiter_while(cond, body, k, weft::update, weft::replay_barrier);
+        else if (p.update) cx.taskiter_while(cond, body, k, weft::update);
         else if (p.barrier) cx.taskiter_while(cond, body, k, weft::replay_barrier);
         else cx.taskiter_while(cond, body, k);
       }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <weft/weft.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -166,31 +167,40 @@ TEST_P(Taskiter, ReadOnlyTaskInstancesDoNotOverlap) {
 }
 
 // No barrier: with two workers, a task of iteration 1 runs while an independent task of iteration 0 is still
-// running; with replay_barrier it cannot.
+// running; with replay_barrier it cannot. weft::update has no barrier either (fixed trip count): the body runs
+// again for iteration 1 while iteration 0 runs, and a1 starts as soon as its carrier is delivered.
 TEST(TaskiterConcurrent, IterationsOverlapWithoutBarrier) {
-  for (bool barrier : {false, true}) {
+  enum Mode { pipelined, barrier, update, update_barrier };
+  for (Mode mode : {pipelined, barrier, update, update_barrier}) {
+    const bool has_barrier = mode == barrier || mode == update_barrier;
+    const bool refreshed = mode == update || mode == update_barrier;
     weft::Runtime rt(opts(2));
     int a = 0, b = 0;
     std::atomic<bool> a1_ran{false};
     bool overlapped = false;
-    auto body = [&](weft::Context& it) {
-      it.spawn([&](weft::Context& tc) {
-        if (weft::taskiter_iteration(tc) == 1) a1_ran = true;
+    auto body = [&](weft::Context& it, std::uint64_t i) {
+      it.spawn([&, i](weft::Context& tc) {
+        // (update: the captured i is refreshed too)
+        if (weft::taskiter_iteration(tc) == 1 && (i == 1 || !refreshed)) a1_ran = true;
       }, weft::inout(a));
       it.spawn([&](weft::Context& tc) {
         if (weft::taskiter_iteration(tc) == 0)
           // With the barrier, a1 cannot run: the short wait only ends the test sooner (a false negative at worst).
           overlapped = spin_until([&] { return a1_ran.load(); },
-                                  barrier ? std::chrono::nanoseconds(std::chrono::milliseconds(100)) : kLongWait);
+                                  has_barrier ? std::chrono::nanoseconds(std::chrono::milliseconds(100)) : kLongWait);
       }, weft::inout(b));
     };
     rt.run([&](weft::Context& cx) {
-      if (barrier)
+      if (mode == barrier)
         cx.taskiter(3, body, weft::replay_barrier);
+      else if (mode == update)
+        cx.taskiter(3, body, weft::update);
+      else if (mode == update_barrier)
+        cx.taskiter(3, body, weft::update, weft::replay_barrier);
       else
         cx.taskiter(3, body);
     });
-    EXPECT_EQ(overlapped, !barrier) << (barrier ? "replay_barrier" : "pipelined");
+    EXPECT_EQ(overlapped, !has_barrier) << "mode " << mode;
   }
 }
 
@@ -349,6 +359,61 @@ TEST_P(Taskiter, UpdateRefreshesCapturedValues) {
   }
 }
 
+// update without a barrier, over many periods: each iteration's tasks capture values of that iteration, a
+// 1-D stencil of blocks (each block reads its neighbours of the previous step) with independent side chains,
+// so that instances of consecutive periods overlap and every carrier slot is refilled many times. Checked
+// against the sequential loop, element by element; with unroll(4), a trip count that leaves a partial last
+// period (its skipped copies run no body).
+TEST_P(Taskiter, UpdateWithoutBarrierMatchesSequentialOverManyPeriods) {
+  weft::Runtime rt(options());
+  constexpr int kBlocks = 6;
+  for (unsigned k : {2u, 4u}) {  // the pattern repeats every 2 iterations (double buffer)
+    const std::uint64_t n = 2 * weft_test::scaled(200, 20) + (k == 4 ? 1 : 0);
+    using Row = std::array<std::uint64_t, kBlocks>;
+    Row got, want, side, want_side, next;
+    want.fill(1);
+    side.fill(7);
+    want_side.fill(7);
+    auto step = [&](Row& v, Row& sd, std::uint64_t i) {
+      for (int b = 0; b < kBlocks; ++b)
+        next[b] = mix(mix(v[b], b > 0 ? v[b - 1] : 0), mix(b + 1 < kBlocks ? v[b + 1] : 0, i * 31 + b));
+      v = next;
+      for (int b = 0; b < kBlocks; ++b) sd[b] = mix(sd[b], i ^ static_cast<std::uint64_t>(b));
+    };
+    // Double buffer: iteration i reads buf[i % 2] and writes buf[(i + 1) % 2], so its tasks depend on the
+    // neighbours of the previous iteration only.
+    Row buf[2];
+    buf[0].fill(1);
+    buf[1].fill(1);
+    rt.run([&](weft::Context& cx) {
+      cx.taskiter(n, [&](weft::Context& it, std::uint64_t i) {
+        const int from = static_cast<int>(i & 1), to = 1 - from;
+        for (int b = 0; b < kBlocks; ++b) {
+          const std::uint64_t salt = i * 31 + static_cast<std::uint64_t>(b);  // by value: refreshed
+          std::uint64_t* src = buf[from].data();
+          std::uint64_t* dst = buf[to].data();
+          const std::uint64_t* left = b > 0 ? &src[b - 1] : nullptr;
+          const std::uint64_t* right = b + 1 < kBlocks ? &src[b + 1] : nullptr;
+          auto task = [=] { dst[b] = mix(mix(src[b], left ? *left : 0), mix(right ? *right : 0, salt)); };
+          if (left && right)
+            it.spawn(task, weft::in(src[b]), weft::in(*left), weft::in(*right), weft::out(dst[b]));
+          else if (left)
+            it.spawn(task, weft::in(src[b]), weft::in(*left), weft::out(dst[b]));
+          else
+            it.spawn(task, weft::in(src[b]), weft::in(*right), weft::out(dst[b]));
+          const std::uint64_t tag = i ^ static_cast<std::uint64_t>(b);
+          std::uint64_t* sd = &side[b];
+          it.spawn([sd, tag] { *sd = mix(*sd, tag); }, weft::inout(*sd));
+        }
+      }, weft::update, weft::unroll(k));
+    });
+    got = buf[n & 1];
+    for (std::uint64_t i = 0; i < n; ++i) step(want, want_side, i);
+    EXPECT_EQ(got, want) << "unroll " << k << ", n " << n;
+    EXPECT_EQ(side, want_side) << "unroll " << k << ", n " << n;
+  }
+}
+
 TEST_P(Taskiter, UpdateWhileLoop) {
   weft::Runtime rt(options());
   long x = 0;
@@ -462,7 +527,8 @@ TEST_P(Taskiter, NestedTaskiterInBody) {
 
 TEST_P(Taskiter, ExceptionStopsLoopAndPropagates) {
   weft::Runtime rt(options());
-  for (bool barrier : {false, true}) {
+  enum Mode { pipelined, barrier, update, update_barrier };
+  for (Mode mode : {pipelined, barrier, update, update_barrier}) {
     std::atomic<int> ran_after{0};
     long x = 0;
     bool caught = false;
@@ -475,8 +541,12 @@ TEST_P(Taskiter, ExceptionStopsLoopAndPropagates) {
           ++x;
         }, weft::inout(x));
       };
-      if (barrier)
+      if (mode == barrier)
         cx.taskiter(1000, body, weft::replay_barrier);
+      else if (mode == update)
+        cx.taskiter(1000, body, weft::update);
+      else if (mode == update_barrier)
+        cx.taskiter(1000, body, weft::update, weft::replay_barrier);
       else
         cx.taskiter(1000, body);
       try {
@@ -485,11 +555,40 @@ TEST_P(Taskiter, ExceptionStopsLoopAndPropagates) {
         caught = std::string(e.what()) == "boom at 3";
       }
     });
-    EXPECT_TRUE(caught);
-    EXPECT_EQ(x, 3);
-    EXPECT_EQ(ran_after.load(), 0);
+    EXPECT_TRUE(caught) << "mode " << mode;
+    EXPECT_EQ(x, 3) << "mode " << mode;
+    EXPECT_EQ(ran_after.load(), 0) << "mode " << mode;
   }
   EXPECT_EQ(sweep(rt, 6, 4), sweep_sequential(6, 4));  // still usable
+}
+
+// update: the body throws while it runs for iteration 7 (a period that is never delivered): the iterations
+// before it run to the end, whatever ran ahead, and the exception propagates; none of iteration 7's tasks runs.
+TEST_P(Taskiter, UpdateBodyThrowsAfterTheIterationsBeforeIt) {
+  weft::Runtime rt(options());
+  for (bool barrier : {false, true}) {
+    for (unsigned k : {1u, 2u}) {
+      long x = 0;
+      std::vector<std::uint64_t> seen;
+      auto body = [&](weft::Context& it, std::uint64_t i) {
+        if (i == 7) throw std::length_error("body at 7");
+        it.spawn([&x, &seen, i] {
+          ++x;
+          seen.push_back(i);
+        }, weft::inout(x));
+      };
+      EXPECT_THROW(rt.run([&](weft::Context& cx) {
+        if (barrier)
+          cx.taskiter(20, body, weft::update, weft::unroll(k), weft::replay_barrier);
+        else
+          cx.taskiter(20, body, weft::update, weft::unroll(k));
+      }), std::length_error) << "barrier " << barrier << " k " << k;
+      const long want = k == 1 ? 7 : 6;  // unroll(2): iteration 7 is in the period of 6 and 7
+      EXPECT_EQ(x, want) << "barrier " << barrier << " k " << k;
+      ASSERT_EQ(seen.size(), static_cast<std::size_t>(want));
+      for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i);
+    }
+  }
 }
 
 TEST_P(Taskiter, ExceptionInConditionOrBodyPropagates) {
