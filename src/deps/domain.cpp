@@ -148,8 +148,11 @@ struct Domain {
     return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a)) * 0x9E3779B97F4A7C15ull;
   }
 
+  /// The one-entry cache holds a's record (records[last]).
+  bool cache_holds(const void* a) const { return a == last_address && last != kNoRecord; }
+
   Record* find(const void* a) {
-    if (a == last_address && last != kNoRecord) return &records[last];
+    if (cache_holds(a)) return &records[last];
     Record* r = probe(a);
     if (r) {
       last_address = a;
@@ -947,7 +950,7 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
   if (n != 1) return register_several(w, parent, t, acc, n);
   Domain* d = parent->domain;
   if (d && !parent->weak && (acc[0].mode == AccessMode::out || acc[0].mode == AccessMode::inout) &&
-      acc[0].address == d->last_address && d->last != kNoRecord && !w.trace) [[likely]] {
+      d->cache_holds(acc[0].address) && !w.trace) [[likely]] {
     Record& r = d->records[d->last];
     if (r.group == kNoGroup && r.readers.empty()) {
       Task* pred = r.writer;

@@ -580,7 +580,8 @@ struct IterLoop {
   /// The successors in period 1 of v's instance of period 0 (cross edges; gates too if `gates`): ready ones
   /// are counted as children of the taskiter task and offered to `best` (see offer).
   void release_into_period_1(Worker& w, const IterNode& v, bool gates, Task*& best) {
-    if (failed.load(std::memory_order_relaxed) || n_periods <= 1) return;
+    WEFT_ASSERT(n_periods > 1);  // the graph is closed only for loops that replay
+    if (failed.load(std::memory_order_relaxed)) return;
     for (std::uint32_t i = 0; i < v.n_succ; ++i) {
       const IterSucc& e = v.succ[i];
       if (e.kind == kIntra || (e.kind == kGate && !gates)) continue;
