@@ -32,6 +32,7 @@ struct FakeSource {
   std::deque<int> items;
   std::atomic<int> produced{0}, ran{0}, polls{0};
   std::atomic<int> worker_polls{0}, ran_elsewhere{0};  // polls by a worker; items run by no worker
+  std::atomic<int> polls_at_delivery{-1}, polls_at_run{-1};  // of the last item: when polled in, when it ran
   unsigned workers = ~0u;  // with a communication thread: its index (every worker's is below)
   int expected = 0;
   Task* anchor = nullptr;
@@ -39,6 +40,7 @@ struct FakeSource {
   static void run_item(Task* t, weft::Context&) {
     auto* self = *reinterpret_cast<FakeSource**>(t->body);
     if (current_worker_index() >= self->workers) self->ran_elsewhere.fetch_add(1);
+    self->polls_at_run.store(self->polls.load());
     self->ran.fetch_add(1);
   }
   static void destroy_item(Task*) {}
@@ -53,6 +55,7 @@ struct FakeSource {
       if (self->items.empty()) return 0;
       self->items.pop_front();
     }
+    self->polls_at_delivery.store(self->polls.load());
     Task* t = detached_allocate("fake-message", 0);
     *reinterpret_cast<FakeSource**>(t->body) = self;
     t->body_ops = &kOps;
@@ -240,6 +243,36 @@ TEST_P(Progress, CommThreadPollsWhileWorkersComputeAndWorkersNeverPoll) {
     for (int i = 0; i < 100; ++i) cx.spawn([] {});
   });
   EXPECT_EQ(src.polls.load(), polls);  // detached: the thread sleeps
+}
+
+// A task that sends asks for a poll as soon as it ends (as the transports' send does: countdown 1, interval
+// passed). When the worker, idle, polls at once and that poll brings the answer, the answer's task runs
+// without another poll first: that one would be a pass of MPI's progress engine on every hop's path.
+TEST(ProgressOneWorker, AnIdlePollIsThePollASendAskedFor) {
+  weft::Options o;
+  o.num_threads = 1;
+  weft::Runtime rt(o);
+  FakeSource src;
+  const ProgressSource ps = src.source();
+  Deadline deadline(60);
+  rt.run([&](weft::Context& cx) {
+    Worker& w = *tls_worker;
+    src.anchor = ContextAccess::task(cx);
+    w.engine->attach_progress(&ps);
+    for (int round = 1; round <= 3; ++round) {
+      cx.spawn([&] {
+        Worker& me = *tls_worker;  // "sends": the answer is there by the next poll
+        me.last_busy_poll = {};
+        me.progress_countdown.store(1, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> g(src.m);
+        src.items.push_back(round);
+      });
+      wait_until(w, [&] { return src.ran.load() == round; });
+      EXPECT_EQ(src.polls_at_run.load(), src.polls_at_delivery.load()) << "round " << round;
+    }
+    w.engine->detach_progress(&ps);
+  });
+  EXPECT_EQ(src.ran.load(), 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Progress, testing::Values(1u, 2u));
