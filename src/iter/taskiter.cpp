@@ -38,7 +38,6 @@
 // slot it fills and the counter it decrements are free, as for the other decrements in (3) below. The graph,
 // its cross edges and the proof are those of the pipelined loop; the delivery is one more edge into (v, p),
 // from an event after (v, p - 2).
-
 //
 // Why two parities suffice (a task is never more than one period ahead of what it waits for):
 //  (1) Conflict implies order: in the unrolled access stream of one datum with in/out/inout accesses, if a

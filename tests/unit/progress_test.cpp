@@ -89,6 +89,19 @@ struct Deadline {
   }
 };
 
+// Runs body(cx, w) in a run of rt with src attached as a progress source (its items counted in the root).
+template <class Body>
+void run_attached(weft::Runtime& rt, FakeSource& src, Body&& body) {
+  const ProgressSource ps = src.source();
+  rt.run([&](weft::Context& cx) {
+    Worker& w = *tls_worker;
+    src.anchor = ContextAccess::task(cx);
+    w.engine->attach_progress(&ps);
+    body(cx, w);
+    w.engine->detach_progress(&ps);
+  });
+}
+
 class Progress : public testing::TestWithParam<unsigned> {};
 
 TEST_P(Progress, OutsideWorkFoundByIdleWorkersWithoutPush) {
@@ -97,7 +110,6 @@ TEST_P(Progress, OutsideWorkFoundByIdleWorkersWithoutPush) {
   weft::Runtime rt(o);
   FakeSource src;
   src.expected = 12;
-  const ProgressSource ps = src.source();
   Deadline deadline(60);
   // The producer deposits items slowly: between two, every worker has long passed its spinning phase and
   // sleeps. Nothing wakes the workers but their own timed sleeps, which the busy source imposes.
@@ -109,14 +121,9 @@ TEST_P(Progress, OutsideWorkFoundByIdleWorkersWithoutPush) {
       src.produced.fetch_add(1);
     }
   });
-  rt.run([&](weft::Context& cx) {
-    Worker& w = *tls_worker;
-    Task* root = ContextAccess::task(cx);
-    src.anchor = root;
-    w.engine->attach_progress(&ps);
+  run_attached(rt, src, [&](weft::Context& cx, Worker& w) {
     // Watched: the wait sleeps until a child of the root finishes, untimed unless the source is busy.
-    wait_until(w, [&] { return src.ran.load() == src.expected; }, root);
-    w.engine->detach_progress(&ps);
+    wait_until(w, [&] { return src.ran.load() == src.expected; }, ContextAccess::task(cx));
   });
   producer.join();
   EXPECT_EQ(src.ran.load(), src.expected);
@@ -216,12 +223,8 @@ TEST_P(Progress, CommThreadPollsWhileWorkersComputeAndWorkersNeverPoll) {
   FakeSource src;
   src.workers = GetParam();
   src.expected = 50;
-  const ProgressSource ps = src.source();
   Deadline deadline(60);
-  rt.run([&](weft::Context& cx) {
-    Worker& w = *tls_worker;
-    src.anchor = ContextAccess::task(cx);
-    w.engine->attach_progress(&ps);
+  run_attached(rt, src, [&](weft::Context&, Worker& w) {
     EXPECT_FALSE(w.engine->has_progress());  // nothing for the workers to poll
     // This body computes without a scheduling point: the source is polled all the same, and what it makes
     // ready waits for a worker. (Without the thread this would hang with one worker: the deadline fails it.)
@@ -233,7 +236,6 @@ TEST_P(Progress, CommThreadPollsWhileWorkersComputeAndWorkersNeverPoll) {
     while (src.ran.load() < src.expected) {
       if (Task* t = find_work(w)) run_task(w, t);  // as a waiting worker does
     }
-    w.engine->detach_progress(&ps);
   });
   EXPECT_EQ(src.ran.load(), src.expected);
   EXPECT_EQ(src.worker_polls.load(), 0);
@@ -253,12 +255,8 @@ TEST(ProgressOneWorker, AnIdlePollIsThePollASendAskedFor) {
   o.num_threads = 1;
   weft::Runtime rt(o);
   FakeSource src;
-  const ProgressSource ps = src.source();
   Deadline deadline(60);
-  rt.run([&](weft::Context& cx) {
-    Worker& w = *tls_worker;
-    src.anchor = ContextAccess::task(cx);
-    w.engine->attach_progress(&ps);
+  run_attached(rt, src, [&](weft::Context& cx, Worker& w) {
     for (int round = 1; round <= 3; ++round) {
       cx.spawn([&] {
         Worker& me = *tls_worker;  // "sends": the answer is there by the next poll
@@ -270,7 +268,6 @@ TEST(ProgressOneWorker, AnIdlePollIsThePollASendAskedFor) {
       wait_until(w, [&] { return src.ran.load() == round; });
       EXPECT_EQ(src.polls_at_run.load(), src.polls_at_delivery.load()) << "round " << round;
     }
-    w.engine->detach_progress(&ps);
   });
   EXPECT_EQ(src.ran.load(), 3);
 }

@@ -25,6 +25,7 @@ Behaviour switches, by system name:
            OpenMPI root variables are set
   oneproc  refuses to run under (fake) mpirun, as a taskbench-weft-flow built without MPI does
   smallout rejects -output above 4096 (exit 2), as taskbench-weft-flow does on several ranks
+  weft-flow (as weft) rejects -output above 4096 when started by fake_mpirun.py, as the real one does
 Any other system started by fake_mpirun.py (NAME@mpi) runs FAKE_MPI_RANKS x -workers workers, and fails if its
 threads would be pinned by weft (WEFT_BIND=cores: worker 0 of every rank on core 0) or if ranks of several
 workers were left bound to one core each (no --bind-to none).
@@ -47,6 +48,7 @@ MODEL = {
     "garbled": (0.3e-6, 1.0),
     "oneproc": (0.3e-6, 1.0),
     "smallout": (0.3e-6, 1.0),
+    "weft-flow": (0.3e-6, 1.0),
 }
 BYTE_SECONDS = 1e-11  # per output byte and dependency (100 GB/s)
 IMBALANCE_WAIT = {"mpi": 0.5, "serial": 0.0}  # others: DEFAULT_IMBALANCE_WAIT
@@ -167,6 +169,8 @@ def main():
 
     if system == "smallout" and any(g["output"] > 4096 for g in graphs):
         fail("-output is at most 4096 bytes on several ranks")
+    if system == "weft-flow" and "FAKE_MPI_RANKS" in os.environ and any(g["output"] > 4096 for g in graphs):
+        fail("taskbench-weft-flow on several processes supports -output up to 4096 bytes")
     tasks = flops = 0
     elapsed = 0.0
     print("Running Task Benchmark")

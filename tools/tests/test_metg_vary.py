@@ -19,7 +19,7 @@ sys.path.insert(0, HERE)
 import fake_taskbench  # noqa: E402
 from fake_bin import FakeTaskbenchCase  # noqa: E402
 
-SYSTEMS = ("weft", "mpi", "omp-task-gcc", "serial", "smallout")
+SYSTEMS = ("weft", "mpi", "omp-task-gcc", "serial", "smallout", "weft-flow")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEPS = 50
 ITERS = (16384, 4096, 1024, 256, 64, 16, 4, 1)
@@ -223,6 +223,29 @@ class Vary(FakeTaskbenchCase):
         self.assertIsNotNone(summary["results"]["2"]["systems"]["weft"][1]["metg_us"])
         self.assertIsNone(summary["results"]["2"]["systems"]["weft"][2]["metg_us"])
         self.assertIn("--vary radix: on 2 core(s) the graph is narrower than radix 3", r.stderr)
+
+    def test_a_documented_limit_is_not_run_and_not_a_failure(self):
+        # weft-flow@mpi carries outputs inline, up to 4096 bytes: larger values are not run, with the reason, and
+        # the sweep succeeds (bench-report.sh's metg-vary section failed on it).
+        r, out = self.sweep("limit", "--systems", "weft,weft-flow@mpi", "--cores", "2",
+                            "--vary", "output=16,65536")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("FAILED", r.stderr)
+        summary, rows = self.load(out, "output")
+        cells = summary["results"]["2"]["systems"]["weft-flow@mpi"]
+        self.assertIsNotNone(cells[0]["metg_us"])
+        self.assertIsNone(cells[1]["metg_us"])
+        self.assertIn("not run: on several processes taskbench-weft-flow carries outputs inline, up to 4096 bytes",
+                      cells[1]["note"])
+        self.assertIsNotNone(summary["results"]["2"]["systems"]["weft"][1]["metg_us"])
+        line = next(x for x in r.stdout.splitlines() if x.split()[:1] == ["65536"])
+        self.assertEqual(line.split()[2], "-")
+        # The same without --vary: a note, and the others measured.
+        r, out = self.sweep("limit-one", "--systems", "weft,weft-flow@mpi", "--cores", "2", "--output", "65536")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("weft-flow@mpi not run: on several processes taskbench-weft-flow carries outputs inline",
+                      r.stdout + r.stderr)
+        self.assertNotIn("FAILED", r.stderr)
 
     def test_dry_run_prints_the_commands_of_every_value(self):
         out = os.path.join(self.tmp.name, "dry")

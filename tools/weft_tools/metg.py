@@ -655,6 +655,10 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
             w = taskbench.workers_per_process(s)
             notes.append(f"{s} runs on 2 or more ranks of {w} worker{'s' if w > 1 else ''}: not run on " +
                          ",".join(map(str, skipped)) + f" core{'s' if skipped != [1] else ''}")
+    if vary is None:
+        for s in systems:
+            if why := taskbench.refusal(s, pattern):
+                notes.append(f"{s} not run: {why}")
     if not any(taskbench.runs_on(s, c) for s in systems for c in cores):
         raise UsageError("nothing to run: no requested system runs on the --cores given (" +
                          "; ".join(n for n in notes if "not run on" in n) + ")")
@@ -721,7 +725,8 @@ def planned_runs(config: Config) -> list[tuple[int, int, int, str]]:
     plan = []
     for rep in range(config.reps):
         for cores in config.cores:
-            systems = [s for s in config.systems if taskbench.runs_on(s, cores)]
+            systems = [s for s in config.systems
+                       if taskbench.runs_on(s, cores) and not taskbench.refusal(s, config.pattern)]
             k = rep % len(systems) if systems else 0
             rotated = systems[k:] + systems[:k]
             for iterations in config.iterations:
@@ -1064,7 +1069,7 @@ def vary_cells(config: Config, sweeps: list[Sweep]) -> list[VaryCores]:
                 failed = [r for r in mine if not r.ok]
                 metg = curve.metg if curve is not None and curve.points else None
                 if not mine:
-                    note = "not run"
+                    note = "not run: " + (taskbench.refusal(system, sw.config.pattern) or "no run planned")
                 elif curve is None or not curve.points:
                     statuses = ", ".join(dict.fromkeys(r.status + (f": {r.error}" if r.error else "")
                                                        for r in failed))

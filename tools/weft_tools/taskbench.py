@@ -166,6 +166,20 @@ def runs_on(name: str, cores: int) -> bool:
     return True
 
 
+# taskbench-weft-flow on several processes carries a task's output inline in its message: at most this many
+# bytes (kMaxPacket, bench/taskbench/weft_flow.hpp); larger -output values are refused with exit status 2.
+FLOW_RANKS_MAX_OUTPUT = 4096
+
+
+def refusal(name: str, pattern: "Pattern") -> str | None:
+    """Why `name` does not run `pattern` by design (a documented limit, not a failure), or None."""
+    if system_kind(name) == "ranks" and parse_ranks_system(name)[0] == "weft-flow" and \
+            pattern.output is not None and pattern.output > FLOW_RANKS_MAX_OUTPUT:
+        return (f"on several processes taskbench-weft-flow carries outputs inline, up to "
+                f"{FLOW_RANKS_MAX_OUTPUT} bytes (-output {pattern.output})")
+    return None
+
+
 def executable(bin_dir: str, name: str) -> str:
     program = parse_ranks_system(name)[0] if system_kind(name) == "ranks" else name
     return os.path.join(bin_dir, EXECUTABLE_PREFIX + program)
