@@ -71,6 +71,10 @@ struct ReductionLinks {
 extern const TaskKind kReplayedTask;
 extern const TaskKind kFirstRunTask;
 extern const TaskKind kUpdatedTask;  ///< a replayed task of a pipelined weft::update loop (no reductions)
+/// An instance of a task recorded by a taskiter: its first run, a replayed one, or one of a pipelined update.
+inline bool is_taskiter_instance(const Task* t) {
+  return t->kind == &kReplayedTask || t->kind == &kFirstRunTask || t->kind == &kUpdatedTask;
+}
 const ReductionLinks* replayed_reduction_links(const Task* t);
 /// The reductions of a running task t (null if it has none): its children's reductions join them.
 inline const ReductionLinks* reduction_links(const Task* t) {

@@ -314,8 +314,7 @@ void Context::taskwait_on(const void* address) {
 Event Context::event() {
   detail::Task* t = task_;
   if (t->kind != &detail::kDependencyTask && t->kind != &detail::kCommutativeTask &&
-      t->kind != &detail::kReplayedTask && t->kind != &detail::kFirstRunTask && t->kind != &detail::kUpdatedTask &&
-      t->kind != &detail::kReductionTask &&
+      !detail::is_taskiter_instance(t) && t->kind != &detail::kReductionTask &&
       t->kind != &detail::kClusterTask) [[unlikely]]
     throw taskiter_error(std::string("weft: Context::event: a ") + t->kind->name +
                          " task (a taskiter body) cannot take a completion event; take it in a task the body "

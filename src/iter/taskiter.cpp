@@ -141,6 +141,10 @@ struct alignas(64) IterNode {
   bool control = false;
   bool open = false;  ///< control: this instance's check passed, its gates are released
   std::atomic<Handover> handover{kFirstRunning};
+
+  /// The body carrier of this vertex's instance of period q: `task`, but under a pipelined update (`updated`)
+  /// odd periods have their own.
+  Task*& carrier(std::uint64_t q, bool updated) { return updated && (q & 1) ? odd_task : task; }
 };
 static_assert(sizeof(IterNode) == 64, "one cache line per vertex");
 
@@ -312,6 +316,13 @@ struct IterLoop {
   /// The driver delivers period p's carriers only once period p - 2 has completed: each such instance has
   /// re-armed its counter (the delivery counts against it) and left its carrier's slot to the delivery.
   alignas(64) std::atomic<std::uint32_t> completed[2] = {};
+  /// An instance of period p has completed (after its re-arm: release, the driver acquires the count); the
+  /// last one wakes the driver, which may sleep until the period is complete (a timed sleep otherwise).
+  /// `full_known`: m_data is set (the graph is closed), else the count is not compared.
+  void count_completed(Worker& w, std::uint64_t p, bool full_known = true) {
+    const std::uint32_t n = completed[p & 1].fetch_add(1, std::memory_order_release) + 1;
+    if (full_known && n == m_data) w.engine->wake_all();
+  }
 
   // Every instance has finished (the driver waits for them before the loop goes).
   ~IterLoop() {
@@ -587,7 +598,7 @@ struct IterLoop {
       IterNode& s = *e.node;
       if (s.rearm == 1 || s.pending[1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         count_new_child(w, owner);  // (the caller keeps the owner from completing meanwhile)
-        offer(w, update_pipelined ? s.odd_task : s.task, best);
+        offer(w, s.carrier(1, update_pipelined), best);
       }
     }
   }
@@ -665,26 +676,17 @@ struct IterLoop {
   }
   /// Any other case: the accesses merged as at recording; the same as the vertex's, or taskiter_error.
   void update_spawn(Task* t, const Access* a, std::size_t n) {
+    if (update_same(t, a, n)) return;
     const std::uint32_t x = update_next;
-    auto where = [&] {  // formatted only for an error: this runs for every task of every iteration
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "weft: taskiter update: iteration %llu, task #%u of the body",
-                    static_cast<unsigned long long>(update_iteration), x - first_of_copy(current_copy));
-      return std::string(buf);
-    };
+    char where[160];  // formatted only here, for the error
+    std::snprintf(where, sizeof where, "weft: taskiter update: iteration %llu, task #%u of the body",
+                  static_cast<unsigned long long>(update_iteration), x - first_of_copy(current_copy));
     if (x >= m_data || rec[x].copy != current_copy)
-      throw taskiter_error(where() + ": the body spawns more tasks than it recorded (" +
+      throw taskiter_error(std::string(where) + ": the body spawns more tasks than it recorded (" +
                            std::to_string(copy_size[current_copy]) + " recorded)");
-    const Rec& r = rec[x];
-    const std::size_t rn = r.acc_end - r.acc_begin;
-    bool same = rn == n;
-    for (std::size_t i = 0; same && i < n; ++i)
-      same = accs[r.acc_begin + i].address == a[i].address && accs[r.acc_begin + i].mode == a[i].mode;
-    if (!same)
-      throw taskiter_error(where() + " has accesses " + describe(a, n) + ", recorded: " +
-                           describe(accs.data() + r.acc_begin, rn) + " (update refreshes captured values only)");
-    fresh[x] = t;
-    ++update_next;
+    throw taskiter_error(std::string(where) + " has accesses " + describe(a, n) + ", recorded: " +
+                         describe(accs.data() + rec[x].acc_begin, rec[x].acc_end - rec[x].acc_begin) +
+                         " (update refreshes captured values only)");
   }
   std::uint32_t first_of_copy(std::uint32_t c) const {
     std::uint32_t s = 0;
@@ -777,7 +779,7 @@ void install_fresh(Worker& w, Loop& L) {
 void deliver_period(Worker& w, Loop& L, std::uint64_t p) {
   for (std::uint32_t x = L.m_data; x-- > 0;) {  // LIFO queue: the first recorded root is taken first
     IterNode& v = L.nodes[x];
-    Task*& slot = (p & 1) ? v.odd_task : v.task;
+    Task*& slot = v.carrier(p, true);
     if (Task* t = L.fresh[x]) {
       if (slot) Loop::release_task(w, slot, true);
       L.fresh[x] = nullptr;
@@ -951,12 +953,7 @@ bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
   v.period = p + 1;
   // Re-arm this parity for (v, p + 2) before anything is released (see the proof at the top).
   if (v.rearm > 1) v.pending[p & 1].store(v.rearm, std::memory_order_relaxed);
-  if constexpr (kUpdated) {
-    // release: the re-arm comes before the driver's delivery for (v, p + 2), which acquires this count. t is
-    // not touched after this.
-    if (L.completed[p & 1].fetch_add(1, std::memory_order_release) + 1 == L.m_data)
-      w.engine->wake_all();  // the driver may sleep until the period is complete (a timed sleep otherwise)
-  }
+  if constexpr (kUpdated) L.count_completed(w, p);  // the driver may free t from here on: t is not touched
   const bool gates = v.open;
   Task* heir = nullptr;  // the first instance released: it takes over (v, p)'s count, once the loop is done
   for (std::uint32_t i = 0; i < v.n_succ; ++i) {
@@ -970,7 +967,7 @@ bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
     // A single predecessor needs no atomic: nobody else counts for that instance.
     if (s.rearm == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The others are counted anew ((v, p) is still counted meanwhile: the owner cannot complete).
-      Task* const st = kUpdated && (q & 1) ? s.odd_task : s.task;
+      Task* const st = s.carrier(q, kUpdated);
       if (heir) {
         count_new_child(w, L.owner);
         offer(w, st, best);
@@ -1028,10 +1025,7 @@ bool complete_first(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   // Pipelined update: period 0 is counted as complete_instance<true> counts the later ones (the driver may
   // free t once the count is full: nothing here reads t after it). m_data is known once the graph is closed;
   // before, the driver is not waiting yet (or its timed sleep ends the wait).
-  if (L.update_pipelined) {
-    const std::uint32_t n = L.completed[0].fetch_add(1, std::memory_order_release) + 1;
-    if (closed && n == L.m_data) w.engine->wake_all();
-  }
+  if (L.update_pipelined) L.count_completed(w, 0, closed);
   return true;  // (t is still a counted child: the loop, and its graph, stay until this returns)
 }
 
@@ -1173,7 +1167,7 @@ namespace weft {
 
 std::uint64_t taskiter_iteration(const Context& cx) {
   for (const detail::Task* t = detail::ContextAccess::task(cx); t; t = t->parent)
-    if (t->kind == &detail::kReplayedTask || t->kind == &detail::kFirstRunTask || t->kind == &detail::kUpdatedTask) {
+    if (detail::is_taskiter_instance(t)) {
       const detail::IterNode& v = *t->iter;
       return v.period * v.loop->k + v.copy;
     }
