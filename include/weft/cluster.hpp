@@ -98,7 +98,9 @@ template <class T>
 T* dmalloc(std::size_t count, const Distribution& distribution = Distribution::blocked()) {
   return static_cast<T*>(dmalloc(count * sizeof(T), distribution));
 }
-/// Frees dmalloc memory (rank 0; no task may still access it). The other processes release their pages too.
+/// Frees dmalloc memory (rank 0; no task may still access it). The other processes release their pages too. In
+/// a job of several processes, dmalloc hands the addresses out again only from the next run on (Runtime::run),
+/// once every process has dropped the block.
 void dfree(void* p);
 /// Memory of this process inside the common address space (any rank, any thread): a pointer to it means the
 /// same on every process, so tasks offloaded elsewhere may access it through their declared accesses.
@@ -137,7 +139,7 @@ struct ClusterStats {
   std::uint64_t done_messages = 0;        ///<   a task reported done to its creator
   std::uint64_t satisfy_messages = 0;     ///<   a weak access's data ready, sent after its task
   std::uint64_t fetch_messages = 0;       ///<   a request for data
-  std::uint64_t end_messages = 0;         ///<   the end of a run (rank 0)
+  std::uint64_t end_messages = 0;         ///<   the begin and the end of a run (rank 0, to each other rank)
   std::uint64_t data_messages = 0;        ///< messages sent carrying data
   std::uint64_t bytes_eager = 0;          ///< data sent with the task that needed it
   std::uint64_t bytes_lazy = 0;           ///< data sent because a process asked for it

@@ -69,14 +69,15 @@ void* RangeAllocator::allocate(std::size_t bytes, std::size_t align) {
   return nullptr;
 }
 
-std::size_t RangeAllocator::release(void* p) {
-  std::lock_guard<std::mutex> g(m_);
+std::size_t RangeAllocator::take_used(void* p) {
   auto u = used_.find(reinterpret_cast<std::uintptr_t>(p));
   if (u == used_.end()) throw std::invalid_argument("weft: freeing a pointer that was not allocated there");
-  std::uintptr_t start = u->first;
-  std::size_t bytes = u->second;
-  const std::size_t size = bytes;
+  const std::size_t size = u->second;
   used_.erase(u);
+  return size;
+}
+
+void RangeAllocator::add_free(std::uintptr_t start, std::size_t bytes) {
   // Coalesce with the free neighbours.
   auto next = free_.lower_bound(start);
   if (next != free_.end() && start + bytes == next->first) {
@@ -92,7 +93,26 @@ std::size_t RangeAllocator::release(void* p) {
     }
   }
   free_.emplace(start, bytes);
+}
+
+std::size_t RangeAllocator::release(void* p) {
+  std::lock_guard<std::mutex> g(m_);
+  const std::size_t size = take_used(p);
+  add_free(reinterpret_cast<std::uintptr_t>(p), size);
   return size;
+}
+
+std::size_t RangeAllocator::retire(void* p) {
+  std::lock_guard<std::mutex> g(m_);
+  const std::size_t size = take_used(p);
+  retired_.emplace(reinterpret_cast<std::uintptr_t>(p), size);
+  return size;
+}
+
+void RangeAllocator::reuse_retired() {
+  std::lock_guard<std::mutex> g(m_);
+  for (const auto& [start, bytes] : retired_) add_free(start, bytes);
+  retired_.clear();
 }
 
 AddressSpace& AddressSpace::get() {
@@ -166,8 +186,8 @@ void* AddressSpace::dmalloc(std::size_t bytes) {
   return p;
 }
 
-std::size_t AddressSpace::dfree(void* p) {
-  const std::size_t n = distributed_.release(p);
+std::size_t AddressSpace::dfree(void* p, bool defer) {
+  const std::size_t n = defer ? distributed_.retire(p) : distributed_.release(p);
   release_pages(p, n);
   return n;
 }

@@ -29,6 +29,9 @@ class RangeAllocator {
   void* allocate(std::size_t bytes, std::size_t align);
   /// The size it was allocated with; throws std::invalid_argument for a pointer it did not return.
   std::size_t release(void* p);
+  /// The same, but the block is allocated again only after reuse_retired().
+  std::size_t retire(void* p);
+  void reuse_retired();
   bool contains(const void* p) const noexcept {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     return a >= base_ && a < base_ + size_;
@@ -40,6 +43,9 @@ class RangeAllocator {
   std::size_t size_ = 0;
   std::map<std::uintptr_t, std::size_t> free_;  // start -> bytes
   std::map<std::uintptr_t, std::size_t> used_;  // start -> bytes
+  std::map<std::uintptr_t, std::size_t> retired_;  // start -> bytes: freed, not yet reusable
+  std::size_t take_used(void* p);                  // under m_
+  void add_free(std::uintptr_t start, std::size_t bytes);  // under m_: coalesced with its free neighbours
 };
 
 /// One dmalloc allocation, as every process knows it (its affinity, for the offload policy).
@@ -63,7 +69,11 @@ class AddressSpace {
   int nodes() const noexcept { return nodes_; }
 
   void* dmalloc(std::size_t bytes);
-  std::size_t dfree(void* p);
+  /// Frees a dmalloc block and gives its pages back; returns its size. `defer`: its addresses are allocated again
+  /// only after reuse_freed() (a cluster calls it at the start of each run, once every process knows of the
+  /// free: see src/cluster/cluster.cpp).
+  std::size_t dfree(void* p, bool defer);
+  void reuse_freed() { distributed_.reuse_retired(); }
   void* lmalloc(std::size_t bytes);
   void lfree(void* p);
   /// Gives the pages of [p, p + bytes) back to the system (another process freed a dmalloc region).

@@ -45,8 +45,10 @@
 // holders where known, links, the body's bytes and code address), done (executor -> creator: final holders of each
 // access, the error), satisfy (creator -> executor: a weak access's holders), fetch (a rank that needs a datum ->
 // a holder), data (the bytes: the reply to a fetch, or sent eagerly with a task by a creator that holds them;
-// placed straight at the datum's address), end (rank 0 -> all: the run is over). Every message carries its run's
-// number (the transport's epoch field): a rank that has not begun that run yet keeps it until it does.
+// placed straight at the datum's address), begin (rank 0 -> all, after the run's changes to the common address
+// space), end (rank 0 -> all: the run is over). Every message carries its run's number (the transport's epoch
+// field): a rank that has not begun that run yet keeps it until it does, and one from a rank other than 0 until
+// rank 0's begin has come (so that memory freed and allocated anew is dropped first everywhere).
 //
 // Runs. Rank 0 calls the program's function; the others wait, serving tasks, until rank 0's end message. A run on
 // rank 0 ends only after every offloaded task reported done, and every transfer a task waited for arrived before
@@ -409,6 +411,14 @@ class Cluster final : public Engine::Service {
   void on_data(const comm::Message& m);
   std::span<std::byte> place_data(const comm::Message& m);
   void on_end(const comm::Message& m);
+  void on_begin(const comm::Message& m);
+  /// Whether m belongs to a run this rank has not begun (see running_ and begun_): kept until it has.
+  bool early(const comm::Message& m) const {
+    return m.epoch() != run_.load(std::memory_order_relaxed) || !running_.load(std::memory_order_relaxed) ||
+           (m.source() != 0 && !begun_.load(std::memory_order_relaxed));
+  }
+  /// Dispatches the kept messages of the current run that are no longer early, in their order. Under the token.
+  void dispatch_kept();
   void on_region(const comm::Message& m);
   void dispatch(comm::Kind k, const comm::Message& m);
 
@@ -416,7 +426,7 @@ class Cluster final : public Engine::Service {
   static ProgressDemand source_demand(void* self) noexcept;
 
   comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0,
-             k_dump_ = 0;
+             k_dump_ = 0, k_begin_ = 0;
   // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
   // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
   double watchdog_ = 0;
@@ -432,6 +442,10 @@ class Cluster final : public Engine::Service {
   ProgressSource source_{};
   std::atomic<std::uint32_t> run_{0};        // the run this rank is in (written under the token)
   std::atomic<bool> running_{false};
+  // Rank 0's begin message of the current run has been handled (always true on rank 0). Until then a message of
+  // the run from another rank is kept: rank 0 sends the changes to the common address space (dfree, dmalloc)
+  // at the start of a run, before its begin message, and another rank's task may touch the memory they concern.
+  std::atomic<bool> begun_{false};
   std::atomic<std::uint32_t> ended_{0};      // the last run whose end message arrived
   std::atomic<Task*> root_{nullptr};         // this run's root
   std::deque<Kept> kept_;                    // under the token
@@ -452,9 +466,17 @@ class Cluster final : public Engine::Service {
   // program (never transferred nor written by a task) is not listed. Under in_m_; entries of a dfree'd region
   // are dropped.
   std::unordered_map<const void*, Version> local_version_;
+  /// Whether a copy of version v of `a` arriving now goes to a scratch buffer: tasks here read the datum, or this
+  /// rank has v or a later version. The later case is a duplicate that comes late: two ranks each sent a copy of
+  /// v (one eagerly with a task, one for a fetch, say), the task that needed v ran on the first, and a task that
+  /// writes the whole datum (out: it waits for no copy) made v + 1 here; the second must not land over that.
+  /// Versions grow along the datum's writers, and a rank never needs an older one than it has (a reader of v is
+  /// ordered before the writer of v + 1). Wrap-around safe.
   bool duplicate_locked(const void* a, Version v) const {
     auto it = readers_.find(a);
-    return (it != readers_.end() && it->second > 0) || valid_here_locked(a, v);
+    if (it != readers_.end() && it->second > 0) return true;
+    auto lv = local_version_.find(a);
+    return lv != local_version_.end() && static_cast<std::int32_t>(lv->second - v) >= 0;
   }
   std::mutex received_m_;
   // Tasks received here and not ended: received_key(creator, seq) -> the task and its state (which its
@@ -549,6 +571,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
   data.place = [this](const comm::Message& m) { return place_data(m); };
   k_data_ = transport.register_kind("weft.cluster.data", std::move(data));
   k_end_ = transport.register_kind("weft.cluster.end", h(&Cluster::on_end));
+  k_begin_ = transport.register_kind("weft.cluster.begin", h(&Cluster::on_begin));
   k_region_ = transport.register_kind("weft.cluster.region", h(&Cluster::on_region));
   // The watchdog's request for this rank's view (any run: the asking rank is about to end the job).
   k_dump_ = transport.register_kind("weft.cluster.watchdog", {.deliver = [this](const comm::Message& m) {
@@ -623,7 +646,7 @@ ClusterStats Cluster::stats() const {
   st.done_messages = sent(k_done_);
   st.satisfy_messages = sent(k_satisfy_);
   st.fetch_messages = sent(k_fetch_);
-  st.end_messages = sent(k_end_);
+  st.end_messages = sent(k_end_) + sent(k_begin_);
   st.control_messages = st.task_messages + st.done_messages + st.satisfy_messages + st.fetch_messages + st.end_messages;
   st.data_messages = sent(k_data_);
   st.bytes_eager = bytes_eager.load(std::memory_order_relaxed);
@@ -763,6 +786,11 @@ int Cluster::executor_at_spawn(Task* p, ClusterTask& c, std::vector<SpawnLink>& 
       // be offloaded, or one whose done message was handled meanwhile): the usual way.
       auto it = in_flight_.find(pred);
       if (it == in_flight_.end() || !it->second.sent || (exec >= 0 && it->second.executor != exec)) return -1;
+      // A predecessor whose access to the datum is weak brings no data to its rank (its children may run
+      // anywhere): the task message could not name where the datum is when it ends.
+      const ClusterTask& pc = *pred->cluster;  // (alive: in flight, under flight_m_)
+      for (std::uint32_t k = 0; k < pc.n_acc; ++k)
+        if (pc.acc[k].address == a.address && is_weak_mode(pc.acc[k].mode)) return -1;
       exec = it->second.executor;
       links.push_back({i, it->second.seq});
     }
@@ -1273,7 +1301,7 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
 // ---------------------------------------------------------------------------------------------------------
 
 bool Cluster::keep_if_early(const comm::Message& m) {
-  if (m.epoch() == run_.load(std::memory_order_relaxed) && running_.load(std::memory_order_relaxed)) return false;
+  if (!early(m)) return false;
   Kept k{m.kind(), m.source(), m.epoch(), {m.header().begin(), m.header().end()},
          {m.payload().begin(), m.payload().end()}};
   kept_.push_back(std::move(k));
@@ -1283,7 +1311,7 @@ bool Cluster::keep_if_early(const comm::Message& m) {
 
 std::span<std::byte> Cluster::place_data(const comm::Message& m) {
   const WireData d = read_header<WireData>(m);
-  if (m.epoch() != run_.load(std::memory_order_relaxed) || !running_.load(std::memory_order_relaxed)) {
+  if (early(m)) {
     // A run this rank has not begun: into a buffer of ours, kept with the message (keep_if_early).
     auto buf = std::make_unique<std::byte[]>(m.payload_size());
     std::span<std::byte> out{buf.get(), m.payload_size()};
@@ -1497,6 +1525,24 @@ void Cluster::on_done(const comm::Message& m) {
 
 void Cluster::on_end(const comm::Message& m) { ended_.store(m.epoch(), std::memory_order_release); }
 
+void Cluster::on_begin(const comm::Message&) {
+  begun_.store(true, std::memory_order_relaxed);
+  dispatch_kept();
+}
+
+void Cluster::dispatch_kept() {
+  std::deque<Kept> kept = std::move(kept_);
+  kept_.clear();
+  for (Kept& k : kept) {
+    const comm::Message m(k.source, k.kind, k.epoch, k.header, k.payload, k.payload.size());
+    if (early(m)) {
+      kept_.push_back(std::move(k));  // a later run's, or another rank's before rank 0's begin
+      continue;
+    }
+    dispatch(k.kind, m);  // (a begin among them dispatches the ones kept before it, in their order)
+  }
+}
+
 void Cluster::on_region(const comm::Message& m) {
   const WireRegion r = read_header<WireRegion>(m);
   AddressSpace& as = AddressSpace::get();
@@ -1558,6 +1604,7 @@ void Cluster::dispatch(comm::Kind k, const comm::Message& m) {
   else if (k == k_fetch_) on_fetch(m);
   else if (k == k_data_) on_data(m);
   else if (k == k_end_) on_end(m);
+  else if (k == k_begin_) on_begin(m);
   else if (k == k_region_) on_region(m);
 }
 
@@ -1663,19 +1710,19 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
           comm::TokenScope hold(comm::MpiEnv::get().token());
           run = self.run_.load(std::memory_order_relaxed) + 1;
           self.run_.store(run, std::memory_order_relaxed);
+          self.begun_.store(self.rank == 0, std::memory_order_relaxed);
           self.running_.store(true, std::memory_order_release);
-          std::deque<Kept> kept = std::move(self.kept_);
-          self.kept_.clear();
-          for (Kept& k : kept) {
-            if (k.epoch != run) {
-              self.kept_.push_back(std::move(k));
-              continue;
-            }
-            const comm::Message m(k.source, k.kind, k.epoch, k.header, k.payload, k.payload.size());
-            self.dispatch(k.kind, m);
-          }
+          self.dispatch_kept();
         }
-        if (self.rank == 0) self.send_regions();  // before any task of the run (the transport keeps the order)
+        if (self.rank == 0) {
+          // The changes to the common address space first, then the begin message: another rank handles no
+          // message of the run from a third rank before both (the transport keeps each pair's order). Memory
+          // freed since the last run's start is reused only from now on (AddressSpace::reuse_freed): every rank
+          // has handled its removal before it sees a message of this run.
+          AddressSpace::get().reuse_freed();
+          self.send_regions();
+          for (int d = 1; d < self.size; ++d) self.send(d, self.k_begin_, {});
+        }
         self.engine.attach_progress(&self.source_);
         struct Detach {
           Cluster& c;
@@ -1862,10 +1909,17 @@ void dfree(void* p) {
   if (!p) return;
   detail::AddressSpace& as = space_for("dfree");
   if (node_id() != 0) throw std::logic_error("weft::dfree: dmalloc memory is freed by rank 0");
-  const std::size_t n = as.dfree(p);
+#ifdef WEFT_HAVE_MPI
+  detail::Cluster* c = detail::g_cluster.load(std::memory_order_acquire);
+  // Several processes: the addresses are reused from the next run on, when every process has dropped the block
+  // (a message of this run from a third process could otherwise meet the block freed here and allocated anew).
+  const std::size_t n = as.dfree(p, /*defer=*/c != nullptr);
+#else
+  const std::size_t n = as.dfree(p, false);
+#endif
   as.remove_region(reinterpret_cast<std::uintptr_t>(p));
 #ifdef WEFT_HAVE_MPI
-  if (detail::Cluster* c = detail::g_cluster.load(std::memory_order_acquire)) {
+  if (c) {
     c->forget(reinterpret_cast<std::uintptr_t>(p), n);
     detail::WireRegion r{reinterpret_cast<std::uint64_t>(p), n, 0, {}, 0, 1};
     c->publish_region(r);
