@@ -400,6 +400,11 @@ class Cluster final : public Engine::Service {
     auto it = local_version_.find(address);
     return it != local_version_.end() && it->second == v;
   }
+  /// The view names this rank a holder of version v, yet no copy is on its way and its bytes are not that version:
+  /// the copy that made it a holder was announced by a message that has not come yet. A third rank passed the
+  /// view on (A sends B a copy with a task and names B a holder; A's view reaches C, whose task for B overtakes
+  /// A's message). Under in_m_, after wait_locked said no.
+  bool named_too_early_locked(const void* address, Version v) const { return !valid_here_locked(address, v); }
   void make_ready(Task* t);
 
   // Handlers.
@@ -462,9 +467,10 @@ class Cluster final : public Engine::Service {
   // or what the last task here that wrote it produced (from its start: nothing may read the old version
   // meanwhile). It lets a task whose view of a datum does not list this rank use the copy here all the same,
   // and a fetch be served here at once while a transfer of the same version is still on its way (two ranks
-  // that each fetch a copy of what the other holds would otherwise wait for each other). A datum of rank 0's
-  // program (never transferred nor written by a task) is not listed. Under in_m_; entries of a dfree'd region
-  // are dropped.
+  // that each fetch a copy of what the other holds would otherwise wait for each other). A datum of the program
+  // (never transferred nor written by a task) is listed at version 0 on the rank whose task first names it. A
+  // rank named a holder whose bytes are not listed at that version does not have them (yet). Under in_m_;
+  // entries of a dfree'd region are dropped.
   std::unordered_map<const void*, Version> local_version_;
   /// Whether a copy of version v of `a` arriving now goes to a scratch buffer: tasks here read the datum, or this
   /// rank has v or a later version. The later case is a duplicate that comes late: two ranks each sent a copy of
@@ -716,6 +722,8 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
         if (!slot) {
           slot = std::make_unique<ClusterTask::Cell>();
           slot->loc.holders.store(bit(rank), std::memory_order_relaxed);  // never accessed by a task yet: here
+          std::lock_guard<std::mutex> g(in_m_);
+          local_version_.try_emplace(a.address, 0);  // (version 0, the program's bytes)
         }
         slot->bytes = std::max(slot->bytes, a.bytes);
         cell = &slot->loc;
@@ -1104,6 +1112,10 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
       } else if (wait_locked(a.address, t, nullptr)) {
         here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
+      } else if (named_too_early_locked(a.address, v.version) && (h & ~bit(rank))) {
+        here = false;  // from another holder (the announced copy, when it comes, is a duplicate)
+        c.missing.fetch_add(1, std::memory_order_relaxed);
+        fetch_to_here(a.address, a.bytes, {h & ~bit(rank), v.version}, t, nullptr, received ? c.creator : -1);
       } else if (a.mode == AccessMode::in) {
         ++readers_[a.address];
       }
@@ -1145,8 +1157,14 @@ void Cluster::arrived(const void* address, bool landed, Version version) {
     incoming_.erase(address);
     for (const Incoming::Forward& f : in.forwards) send_data(f.dest, address, f.bytes, f.eager, version);
     for (Task* t : in.tasks)
-      for (std::uint32_t i = 0; i < t->cluster->n_acc; ++i)
-        if (t->cluster->acc[i].address == address && t->cluster->acc[i].mode == AccessMode::in) ++readers_[address];
+      for (std::uint32_t i = 0; i < t->cluster->n_acc; ++i) {
+        const ClusterAccess& a = t->cluster->acc[i];
+        if (a.address != address) continue;
+        if (a.mode == AccessMode::in)
+          ++readers_[address];
+        else if (writes(a.mode))  // it runs next and writes the version its view names (gather_data)
+          local_version_[address] = a.loc.version.load(std::memory_order_relaxed);
+      }
   }
   // acq_rel: the bytes written by the transfer (on this thread) happen before the waiting task's run.
   for (Task* t : in.tasks)
@@ -1272,6 +1290,11 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
       flushes.fetch_add(1, std::memory_order_relaxed);
     } else if (wait_locked(a, nullptr, &pending)) {
       pending.fetch_add(1, std::memory_order_relaxed);
+    } else if (named_too_early_locked(a, v.version) && (v.holders & ~bit(rank))) {
+      pending.fetch_add(1, std::memory_order_relaxed);
+      fetch_to_here(a, bytes, {v.holders & ~bit(rank), v.version}, nullptr, &pending,
+                    c.role == ClusterTask::Role::received ? c.creator : -1);
+      flushes.fetch_add(1, std::memory_order_relaxed);
     }
   };
   {
