@@ -25,7 +25,8 @@
 //   process (in, out, inout, weak_in, weak_out, weak_inout, nesting, taskwait, taskwait_on).
 // * Data moves only through accesses. Before a task runs, the data its in/inout accesses name is brought to its
 //   rank from a rank that holds the latest version (lazily, when the task is ready; or eagerly, with the task,
-//   when the offloading rank holds it: Options::eager_transfers). An out access promises that the task writes
+//   when the offloading rank holds it: Options::eager_transfers; a weak access's data, eagerly, comes with
+//   the message that says it is ready). An out access promises that the task writes
 //   the whole region: nothing is fetched for it. Results stay where they were written (no write-back) until a
 //   task elsewhere or a flushing wait needs them; where each datum is travels with the dependencies.
 // * An offloadable task accesses only dmalloc / lmalloc memory (std::invalid_argument otherwise): its data
@@ -141,7 +142,7 @@ struct ClusterStats {
   std::uint64_t fetch_messages = 0;       ///<   a request for data
   std::uint64_t end_messages = 0;         ///<   the begin and the end of a run (rank 0, to each other rank)
   std::uint64_t data_messages = 0;        ///< messages sent carrying data
-  std::uint64_t bytes_eager = 0;          ///< data sent with the task that needed it
+  std::uint64_t bytes_eager = 0;          ///< data sent with the task (or weak access's satisfy) that needed it
   std::uint64_t bytes_lazy = 0;           ///< data sent because a process asked for it
   std::uint64_t flushes = 0;              ///< data fetched here for a wait (taskwait, taskwait_on)
   double data_wait_seconds = 0;           ///< time tasks here spent ready but waiting for their data (summed)

@@ -171,8 +171,9 @@ struct Options {
   /// WEFT_OFFLOAD_POLICY=locality|round-robin|random (default locality).
   OffloadPolicy offload_policy = OffloadPolicy::locality;
   /// Cluster: send a task's input data with the task when the process that offloads it holds the data (eager),
-  /// instead of letting the executing process fetch it when the task is ready (lazy). Environment: WEFT_EAGER=1|0
-  /// (default 1).
+  /// instead of letting the executing process fetch it when the task is ready (lazy); for a weak access, with
+  /// the message that tells the task its data is ready (its children then find it there). Environment:
+  /// WEFT_EAGER=1|0 (default 1).
   bool eager_transfers = true;
   /// Cluster: bytes of virtual address space reserved on every process at the same address for weft::dmalloc
   /// (half) and weft::lmalloc (the other half, split among the processes). Only what is touched takes memory.

@@ -39,12 +39,15 @@
 // Weak accesses. A task with weak accesses is ready at once and offloaded early. Its weak node here completes
 // when the datum's predecessors have finished (weak_ready): the current holders then go to the executor in a
 // Satisfy message (or with the task itself if the node was done first), which releases the weak node standing
-// for the access there, and with it the children waiting on it.
+// for the access there, and with it the children waiting on it. With eager transfers, a creator that holds the
+// datum sends its bytes right after (paper 004, 4.4): the node there then waits for them too, so that the
+// children find the datum there and the task does not report done with a transfer to it still in flight.
 //
 // Messages (per pair of ranks, the transport keeps their order): task (creator -> executor: the accesses, their
 // holders where known, links, the body's bytes and code address), done (executor -> creator: final holders of each
 // access, the error), satisfy (creator -> executor: a weak access's holders), fetch (a rank that needs a datum ->
-// a holder), data (the bytes: the reply to a fetch, or sent eagerly with a task by a creator that holds them;
+// a holder), data (the bytes: the reply to a fetch, or sent eagerly after a task or satisfy message by a
+// creator that holds them;
 // placed straight at the datum's address), begin (rank 0 -> all, after the run's changes to the common address
 // space), end (rank 0 -> all: the run is over). Every message carries its run's number (the transport's epoch
 // field): a rank that has not begun that run yet keeps it until it does, and one from a rank other than 0 until
@@ -234,7 +237,9 @@ struct WireSatisfy {
   std::uint64_t seq;
   std::uint32_t index;
   Version version;
-  Holders holders;
+  Holders holders;  // with the executor named already when the bytes follow (eager)
+  std::uint32_t eager;
+  std::uint32_t unused = 0;
 };
 struct WireData {  // a fetch (which version it asks for), or the bytes of that version
   std::uint64_t address;
@@ -342,6 +347,7 @@ class Cluster final : public Engine::Service {
     int expected = 0;  // announced and not arrived; -k: k arrived before their announcement
     std::vector<Task*> tasks;                 // waiting to run
     std::vector<std::atomic<int>*> counters;  // waiting flushes
+    std::vector<Task*> weak_nodes;            // received weak accesses whose bytes came eagerly (on_satisfy)
     struct Forward {
       int dest;
       std::size_t bytes;
@@ -377,6 +383,16 @@ class Cluster final : public Engine::Service {
   /// Sends t to c.executor: the task message, then what must follow it (satisfy messages of weak accesses
   /// satisfied meanwhile, eager data). Destroys the body (its bytes travel).
   void send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& links);
+  /// Eager transfers (Options::eager_transfers): whether the message that tells `dest` where an access's datum
+  /// is (a task or satisfy message) brings its bytes too: dest reads them (not an out access), lacks them, and
+  /// this rank holds them.
+  bool sends_eagerly(AccessMode mode, Holders holders, int dest) const {
+    return engine.options.eager_transfers && mode != AccessMode::out && mode != AccessMode::weak_out &&
+           !(holders & bit(dest)) && (holders & bit(rank));
+  }
+  /// Tells the executor of task `seq` where weak access i's datum is (its predecessors have finished), with the
+  /// bytes when sends_eagerly: the paper's satisfiability message and its eager data.
+  void send_satisfy(int dest, std::uint64_t seq, std::uint32_t i, const ClusterAccess& a);
   void offload(Worker& w, Task* t, ClusterTask& c);
   bool gather_data(Worker& w, Task* t, ClusterTask& c);
   void send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload = {});
@@ -412,6 +428,8 @@ class Cluster final : public Engine::Service {
   void on_task(const comm::Message& m);
   void on_done(const comm::Message& m);
   void on_satisfy(const comm::Message& m);
+  /// One of a received weak access's node's two events (its satisfy message, the arrival of its eager bytes).
+  void release_weak_node(Task* node);
   void on_fetch(const comm::Message& m);
   void on_data(const comm::Message& m);
   std::span<std::byte> place_data(const comm::Message& m);
@@ -906,7 +924,6 @@ void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
 
 void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& links) {
   const int dest = c.executor;
-  const bool eager = engine.options.eager_transfers;
   const OffloadOps& ops = *c.ops;
   const void* closure = ops.inline_stored ? static_cast<const void*>(t->body) : *reinterpret_cast<void**>(t->body);
   c.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
@@ -937,24 +954,24 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
     ClusterAccess& a = c.acc[i];
     WireAccess wa{reinterpret_cast<std::uint64_t>(a.address), a.bytes, 0, static_cast<std::uint8_t>(a.mode), 0, 0};
+    const Location* known = nullptr;  // where the datum is, if the task message can say
     if (is_weak_mode(a.mode)) {
       // Satisfied already (weak_ready ran): its holders go with the task. Otherwise they follow in a satisfy
       // message, which must not overtake the task's: kSent is set once the task message is queued (below).
-      if (a.weak_state.load(std::memory_order_acquire) & kSatisfied) {
-        const Seen v = load(a.loc);
-        wa.holders = v.holders;
-        wa.version = v.version;
-        wa.flags = kSatisfied;
-      }
+      if (a.weak_state.load(std::memory_order_acquire) & kSatisfied) known = &a.loc;
     } else if (std::any_of(links.begin(), links.end(), [&](const SpawnLink& l) { return l.access == i; })) {
       wa.flags = kLinked;  // its holders are its predecessors' there, when they end
     } else {
-      const Seen v = load(*a.where);
+      known = a.where;
+    }
+    if (known) {
+      const Seen v = load(*known);
       Holders h = v.holders;
       wa.flags = kSatisfied;
       wa.version = v.version;
-      if (a.mode != AccessMode::out && !(h & bit(dest)) && eager && (h & bit(rank))) {
-        eager_sends.push_back({a.address, a.bytes, v.version, a.mode == AccessMode::in ? a.where : nullptr});
+      if (sends_eagerly(a.mode, h, dest)) {
+        const bool reads_only = a.mode == AccessMode::in || a.mode == AccessMode::weak_in;
+        eager_sends.push_back({a.address, a.bytes, v.version, reads_only ? a.where : nullptr});
         h |= bit(dest);  // it will have it: the executor waits for the data announced here
         wa.flags |= kEager;
       }
@@ -998,11 +1015,8 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
       if (!is_weak_mode(a.mode)) continue;
       WireAccess wa;
       std::memcpy(&wa, payload.data() + i * sizeof(WireAccess), sizeof wa);
-      if ((a.weak_state.fetch_or(kSent, std::memory_order_acq_rel) & kSatisfied) && !(wa.flags & kSatisfied)) {
-        const Seen v = load(a.loc);
-        const WireSatisfy sat{seq, i, v.version, v.holders};
-        send(dest, k_satisfy_, as_bytes_of(sat));
-      }
+      if ((a.weak_state.fetch_or(kSent, std::memory_order_acq_rel) & kSatisfied) && !(wa.flags & kSatisfied))
+        send_satisfy(dest, seq, i, a);
     }
   }
   if (!eager_sends.empty()) {
@@ -1010,6 +1024,22 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
     for (const Eager& e : eager_sends) send_when_here_locked(dest, e.address, e.bytes, true, e.version);
   }
   offloaded.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Cluster::send_satisfy(int dest, std::uint64_t seq, std::uint32_t i, const ClusterAccess& a) {
+  const Seen v = load(a.loc);
+  const bool eager = sends_eagerly(a.mode, v.holders, dest);
+  const WireSatisfy sat{seq, i, v.version, eager ? v.holders | bit(dest) : v.holders, eager};
+  send(dest, k_satisfy_, as_bytes_of(sat));
+  if (eager) {  // after the message that announces them, as with a task message
+    {
+      std::lock_guard<std::mutex> g(in_m_);
+      send_when_here_locked(dest, a.address, a.bytes, true, v.version);
+    }
+    // A reader's copy: dest holds this version from now on for the parent's later children too (no second copy
+    // for a sibling sent there), as send_task names it for an `in` access.
+    if (a.mode == AccessMode::weak_in && a.where) a.where->holders.fetch_or(bit(dest), std::memory_order_acq_rel);
+  }
 }
 
 void Cluster::send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload) {
@@ -1170,6 +1200,7 @@ void Cluster::arrived(const void* address, bool landed, Version version) {
   for (Task* t : in.tasks)
     if (t->cluster->missing.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(t);
   for (std::atomic<int>* c : in.counters) c->fetch_sub(1, std::memory_order_acq_rel);
+  for (Task* node : in.weak_nodes) release_weak_node(node);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1264,10 +1295,7 @@ void Cluster::weak_ready(Worker& w, Task* t, Task* node) {
       // The datum's predecessors have finished: the parent's cell names its latest version.
       const Seen v = load(*a.where);
       store(a.loc, v);
-      if (a.weak_state.fetch_or(kSatisfied, std::memory_order_acq_rel) & kSent) {
-        const WireSatisfy s{c.seq, i, v.version, v.holders};
-        send(c.executor, k_satisfy_, as_bytes_of(s));
-      }
+      if (a.weak_state.fetch_or(kSatisfied, std::memory_order_acq_rel) & kSent) send_satisfy(c.executor, c.seq, i, a);
     }
   }
 }
@@ -1403,7 +1431,7 @@ void Cluster::on_task(const comm::Message& m) {
       a.bytes = wa.bytes;
       a.mode = static_cast<AccessMode>(wa.mode);
       store(a.loc, {wa.holders, wa.version});
-      if (is_weak_mode(a.mode) && !(wa.flags & kSatisfied)) ++n_weak;
+      if (is_weak_mode(a.mode) && (wa.flags & (kSatisfied | kEager)) != kSatisfied) ++n_weak;
       // Eager: the creator held the datum, named this rank a holder and sends the bytes right after this
       // message; the task (and any other here that needs the datum) waits for them.
       if (wa.flags & kEager) expect_locked(a.address, wa.version);
@@ -1421,14 +1449,24 @@ void Cluster::on_task(const comm::Message& m) {
   t->label = static_cast<const char*>(code.decode(head.label));
   t->pending.store(0, std::memory_order_relaxed);
   // Weak accesses not satisfied yet: a node each, which the satisfy message releases; the task's children
-  // accessing the datum wait on it (new_record), and the task completes only after it.
+  // accessing the datum wait on it (new_record), and the task completes only after it. A satisfied one whose
+  // bytes come eagerly and have not arrived: a node that their arrival releases (a child that writes the datum,
+  // which waits for no transfer, must not write it before the older bytes land).
   if (n_weak) {
     t->weak = new WeakLink[n_weak];
     for (std::uint32_t i = 0; i < c->n_acc; ++i) {
       ClusterAccess& a = c->acc[i];
       WireAccess wa;
       std::memcpy(&wa, p + i * sizeof wa, sizeof wa);
-      if (!is_weak_mode(a.mode) || (wa.flags & kSatisfied)) continue;
+      if (!is_weak_mode(a.mode) || (wa.flags & (kSatisfied | kEager)) == kSatisfied) continue;
+      std::unique_lock<std::mutex> g(in_m_, std::defer_lock);
+      Incoming* bytes = nullptr;
+      if (wa.flags & kSatisfied) {
+        g.lock();  // held until the node waits: the arrival (another thread's poll) then releases it
+        auto it = incoming_.find(a.address);
+        if (it == incoming_.end() || it->second.expected <= 0) continue;  // here already
+        bytes = &it->second;
+      }
       Task* node = w.allocate();
       init_task(w, node, t, &kWeakNode);
       node->pending.store(1, std::memory_order_relaxed);
@@ -1437,6 +1475,7 @@ void Cluster::on_task(const comm::Message& m) {
       t->weak[t->n_weak++] = WeakLink{a.address, node};
       t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
       ++w.counters.internal_nodes;
+      if (bytes) bytes->weak_nodes.push_back(node);
     }
   }
   t->cluster = c.get();
@@ -1507,15 +1546,28 @@ void Cluster::on_satisfy(const comm::Message& m) {
     t = it->second.first;
   }
   ClusterAccess& a = t->cluster->acc[s.index];
-  store(a.loc, {s.holders, s.version});
   Task* node = a.weak_node;
-  Worker& w = *tls_worker;
-  if (node->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    weft::detail::complete(w, node);
-    if (Task* n = w.next) {  // queued where any worker can take it: this is a poll, not the end of a task
-      w.next = nullptr;
-      schedule(w, n);
+  if (s.eager) {
+    // The bytes follow. The node waits for them too, so that the task, which completes after its nodes, has
+    // nothing of the run in flight to it when it reports done, even if none of its children read the datum.
+    std::lock_guard<std::mutex> g(in_m_);
+    expect_locked(a.address, s.version);
+    if (auto it = incoming_.find(a.address); it != incoming_.end() && it->second.expected > 0) {
+      node->pending.fetch_add(1, std::memory_order_relaxed);  // ours is still to come: no decrement yet
+      it->second.weak_nodes.push_back(node);
     }
+  }
+  store(a.loc, {s.holders, s.version});
+  release_weak_node(node);
+}
+
+void Cluster::release_weak_node(Task* node) {
+  if (node->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  Worker& w = *tls_worker;
+  weft::detail::complete(w, node);
+  if (Task* n = w.next) {  // queued where any worker can take it: this is a poll, not the end of a task
+    w.next = nullptr;
+    schedule(w, n);
   }
 }
 

@@ -312,6 +312,70 @@ TEST(Cluster, WeakParentSpawnsRemotely) {
   }
 }
 
+// Eager transfers for weak accesses (paper 004, 4.4): a parent with weak_in accesses offloaded to rank 1, whose
+// children read blocks rank 0 wrote, gets the blocks with the message that tells it they are ready (its task
+// message if the writers had ended when it left, else a satisfy message): rank 0 sends every block eagerly and
+// none on request. With eager transfers off, rank 1 fetches each block. Checked both ways: the writers end
+// before the parent leaves (a wait between), or as it leaves (they spin until it is spawned).
+TEST(Cluster, WeakAccessDataTravelsWithItsSatisfaction) {
+  static constexpr int kBlocks = 8, kLen = 300;
+  for (const bool eager : {true, false}) {
+    for (const bool wait_first : {true, false}) {
+      weft::Options o = cluster_options();
+      o.eager_transfers = eager;
+      weft::Runtime rt(o);
+      const int nodes = weft::num_nodes();
+      if (nodes == 1) GTEST_SKIP() << "one process: nothing moves";
+      std::vector<double> sums(kBlocks, -1);
+      weft::ClusterStats before{}, after{};
+      rt.run([&](weft::Context& cx) {
+        double* a = weft::dmalloc<double>(kBlocks * kLen);
+        double* r = weft::dmalloc<double>(kBlocks);
+        static std::atomic<bool> go;
+        go = wait_first;
+        std::vector<weft::Access> weak;
+        for (int b = 0; b < kBlocks; ++b) {
+          double* blk = a + b * kLen;
+          cx.spawn([=] {
+            while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+            for (int i = 0; i < kLen; ++i) blk[i] = b + i;
+          }, weft::out(blk, kLen), weft::node(0));
+          weak.push_back(weft::weak_in(blk, kLen));
+          weak.push_back(weft::weak_out(r[b]));
+        }
+        if (wait_first) cx.taskwait_noflush();
+        before = rt.cluster_stats();
+        cx.spawn_accesses([=](weft::Context& c) {
+          for (int b = 0; b < kBlocks; ++b) {
+            const double* blk = a + b * kLen;
+            double* out = r + b;
+            c.spawn([=] {
+              double s = 0;
+              for (int i = 0; i < kLen; ++i) s += blk[i];
+              *out = s;
+            }, weft::in(blk, kLen), weft::out(*out));
+          }
+        }, weak.data(), weak.size(), weft::node(1));
+        go.store(true, std::memory_order_release);
+        cx.taskwait_noflush();
+        after = rt.cluster_stats();
+        for (int b = 0; b < kBlocks; ++b) cx.taskwait_on(r[b]);
+        for (int b = 0; b < kBlocks; ++b) sums[b] = r[b];
+        cx.taskwait();
+        weft::dfree(a);
+        weft::dfree(r);
+      });
+      if (weft::node_id() != 0) continue;
+      for (int b = 0; b < kBlocks; ++b)
+        EXPECT_EQ(sums[b], static_cast<double>(kLen) * b + kLen * (kLen - 1) / 2.0) << "block " << b;
+      const std::uint64_t bytes = std::uint64_t{kBlocks} * kLen * sizeof(double);
+      SCOPED_TRACE(std::string(eager ? "eager" : "lazy") + (wait_first ? ", writers done first" : ", writers racing"));
+      EXPECT_EQ(after.bytes_eager - before.bytes_eager, eager ? bytes : 0u);
+      EXPECT_EQ(after.bytes_lazy - before.bytes_lazy, eager ? 0u : bytes);
+    }
+  }
+}
+
 TEST(Cluster, RemoteExceptionIsRethrownOnRankZero) {
   weft::Runtime rt(cluster_options());
   const int nodes = weft::num_nodes();
