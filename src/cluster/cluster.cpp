@@ -416,11 +416,11 @@ class Cluster final : public Engine::Service {
     auto it = local_version_.find(address);
     return it != local_version_.end() && it->second == v;
   }
-  /// The view names this rank a holder of version v, yet no copy is on its way and its bytes are not that version:
-  /// the copy that made it a holder was announced by a message that has not come yet. A third rank passed the
-  /// view on (A sends B a copy with a task and names B a holder; A's view reaches C, whose task for B overtakes
-  /// A's message). Under in_m_, after wait_locked said no.
-  bool named_too_early_locked(const void* address, Version v) const { return !valid_here_locked(address, v); }
+  /// The transfers of `address` to this rank in flight, or null if none. Under in_m_.
+  Incoming* in_flight_locked(const void* address) {
+    auto it = incoming_.find(address);
+    return it != incoming_.end() && it->second.expected > 0 ? &it->second : nullptr;
+  }
   void make_ready(Task* t);
 
   // Handlers.
@@ -1079,17 +1079,16 @@ void Cluster::expect_locked(const void* address, Version version) {
 }
 
 bool Cluster::wait_locked(const void* address, Task* t, std::atomic<int>* counter) {
-  auto it = incoming_.find(address);
-  if (it == incoming_.end() || it->second.expected <= 0) return false;
-  if (t) it->second.tasks.push_back(t);
-  if (counter) it->second.counters.push_back(counter);
+  Incoming* in = in_flight_locked(address);
+  if (!in) return false;
+  if (t) in->tasks.push_back(t);
+  if (counter) in->counters.push_back(counter);
   return true;
 }
 
 void Cluster::send_when_here_locked(int dest, const void* address, std::size_t bytes, bool eager, Version version) {
-  auto it = incoming_.find(address);
-  if (it != incoming_.end() && it->second.expected > 0 && !valid_here_locked(address, version))
-    it->second.forwards.push_back({dest, bytes, eager});
+  if (Incoming* in = in_flight_locked(address); in && !valid_here_locked(address, version))
+    in->forwards.push_back({dest, bytes, eager});
   else
     send_data(dest, address, bytes, eager, version);
 }
@@ -1142,8 +1141,12 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
       } else if (wait_locked(a.address, t, nullptr)) {
         here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
-      } else if (named_too_early_locked(a.address, v.version) && (h & ~bit(rank))) {
-        here = false;  // from another holder (the announced copy, when it comes, is a duplicate)
+      } else if (h & ~bit(rank)) {
+        // Named a holder, yet its bytes are not that version and no copy is on its way: the copy was announced
+        // by a message still to come (a third rank passed the view on: A sends B a copy with a task and names B
+        // a holder; A's view reaches C, whose task for B overtakes A's message). From another holder; the
+        // announced copy, when it comes, is a duplicate.
+        here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
         fetch_to_here(a.address, a.bytes, {h & ~bit(rank), v.version}, t, nullptr, received ? c.creator : -1);
       } else if (a.mode == AccessMode::in) {
@@ -1318,7 +1321,7 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
       flushes.fetch_add(1, std::memory_order_relaxed);
     } else if (wait_locked(a, nullptr, &pending)) {
       pending.fetch_add(1, std::memory_order_relaxed);
-    } else if (named_too_early_locked(a, v.version) && (v.holders & ~bit(rank))) {
+    } else if (v.holders & ~bit(rank)) {  // named a holder too early (see gather_data)
       pending.fetch_add(1, std::memory_order_relaxed);
       fetch_to_here(a, bytes, {v.holders & ~bit(rank), v.version}, nullptr, &pending,
                     c.role == ClusterTask::Role::received ? c.creator : -1);
@@ -1463,9 +1466,8 @@ void Cluster::on_task(const comm::Message& m) {
       Incoming* bytes = nullptr;
       if (wa.flags & kSatisfied) {
         g.lock();  // held until the node waits: the arrival (another thread's poll) then releases it
-        auto it = incoming_.find(a.address);
-        if (it == incoming_.end() || it->second.expected <= 0) continue;  // here already
-        bytes = &it->second;
+        bytes = in_flight_locked(a.address);
+        if (!bytes) continue;  // here already
       }
       Task* node = w.allocate();
       init_task(w, node, t, &kWeakNode);
@@ -1552,9 +1554,9 @@ void Cluster::on_satisfy(const comm::Message& m) {
     // nothing of the run in flight to it when it reports done, even if none of its children read the datum.
     std::lock_guard<std::mutex> g(in_m_);
     expect_locked(a.address, s.version);
-    if (auto it = incoming_.find(a.address); it != incoming_.end() && it->second.expected > 0) {
+    if (Incoming* in = in_flight_locked(a.address)) {
       node->pending.fetch_add(1, std::memory_order_relaxed);  // ours is still to come: no decrement yet
-      it->second.weak_nodes.push_back(node);
+      in->weak_nodes.push_back(node);
     }
   }
   store(a.loc, {s.holders, s.version});
