@@ -38,6 +38,9 @@
 //   what its parent declared (strongly or weakly).
 // * Nesting: an offloaded task's children are created on its rank; with weak accesses the parent is offloaded
 //   at once, before its data is ready, and spawns its children there while the data is still being produced.
+//   A weak access of a task is released on its own, once the body has returned and the children on that datum
+//   have ended: later tasks on the datum need not wait for the task's other children (on one process, and for
+//   strong accesses, a task's accesses are released when it ends, as weft/tasks.hpp says).
 // * Waits: taskwait() brings the data the children accessed since the previous wait to the waiting rank;
 //   taskwait_noflush() does not; taskwait_on(x) brings x. The end of rank 0's run is a taskwait(): after run()
 //   returns, rank 0's memory holds the latest value of everything its tasks accessed since their last wait.
@@ -135,10 +138,13 @@ struct ClusterStats {
   /// orders the task after them (no message between a predecessor's end and the task's start)
   std::uint64_t tasks_linked = 0;
   std::uint64_t tasks_received = 0;       ///< tasks other processes offloaded here
-  std::uint64_t control_messages = 0;     ///< messages sent that carry no data: the five kinds below
+  std::uint64_t control_messages = 0;     ///< messages sent that carry no data: the six kinds below
   std::uint64_t task_messages = 0;        ///< of which: a task sent to its executor
   std::uint64_t done_messages = 0;        ///<   a task reported done to its creator
   std::uint64_t satisfy_messages = 0;     ///<   a weak access's data ready, sent after its task
+  /// a weak access of an offloaded task released before the task ended (its body returned, its children on
+  /// the datum ended), so that the datum's successors need not wait for the task's other children
+  std::uint64_t release_messages = 0;
   std::uint64_t fetch_messages = 0;       ///<   a request for data
   std::uint64_t end_messages = 0;         ///<   the begin and the end of a run (rank 0, to each other rank)
   std::uint64_t data_messages = 0;        ///< messages sent carrying data

@@ -25,7 +25,9 @@
 // * A datum is named by its start address: in(x) names the object x, in(p, n) the region of n elements at p.
 //   Two accesses conflict iff they name the same start address; overlapping regions with different starts are
 //   NOT ordered (name array blocks by their first element, as OpenMP does).
-// * A task's accesses are released when its body has returned and all its children have finished.
+// * A task's accesses are released when its body has returned and all its children have finished. (On a
+//   cluster of several processes, weft/cluster.hpp, a weak access is released on its own, when the body has
+//   returned and the children on that datum have finished.)
 //   Children should access only data their parent declared (strongly or weakly); other data is not ordered
 //   with the parent's siblings.
 // * Several accesses of one task to the same datum merge into the strongest (e.g. in + out = inout).

@@ -43,15 +43,24 @@
 // datum sends its bytes right after (paper 004, 4.4): the node there then waits for them too, so that the
 // children find the datum there and the task does not report done with a transfer to it still in flight.
 //
+// Release of a weak access (paper 004's release message). In the creator's domain a weak access of a task of a
+// cluster is named by a release node of its own (kAccessRelease), not by the task, so later accesses to the
+// datum wait on that node. Where the task runs, once its body has returned, a node per weak access follows the
+// children on the datum (watch_releases); when they have ended, the access's location goes back to the creator
+// (a release message; a local task fires the node itself), which updates the parent's cell and fires the
+// release node. What is not released so goes with the done message. A Cholesky panel's parent thus frees each
+// tile for the step's updates as its trsm ends, not after the whole panel.
+//
 // Messages (per pair of ranks, the transport keeps their order): task (creator -> executor: the accesses, their
-// holders where known, links, the body's bytes and code address), done (executor -> creator: final holders of each
-// access, the error), satisfy (creator -> executor: a weak access's holders), fetch (a rank that needs a datum ->
-// a holder), data (the bytes: the reply to a fetch, or sent eagerly after a task or satisfy message by a
-// creator that holds them;
-// placed straight at the datum's address), begin (rank 0 -> all, after the run's changes to the common address
-// space), end (rank 0 -> all: the run is over). Every message carries its run's number (the transport's epoch
-// field): a rank that has not begun that run yet keeps it until it does, and one from a rank other than 0 until
-// rank 0's begin has come (so that memory freed and allocated anew is dropped first everywhere).
+// holders where known, links, the body's bytes and code address), done (executor -> creator: final holders of
+// each access, the error), release (executor -> creator: one weak access's final holders, before its task
+// ends), satisfy (creator -> executor: a weak access's holders), fetch (a rank that needs a datum -> a holder),
+// data (the bytes: the reply to a fetch, or sent eagerly after a task or satisfy message by a creator that
+// holds them; placed straight at the datum's address), begin (rank 0 -> all, after the run's changes to the
+// common address space), end (rank 0 -> all: the run is over). Every message carries its run's number (the
+// transport's epoch field): a rank that has not begun that run yet keeps it until it does, and one from a rank
+// other than 0 until rank 0's begin has come (so that memory freed and allocated anew is dropped first
+// everywhere).
 //
 // Runs. Rank 0 calls the program's function; the others wait, serving tasks, until rank 0's end message. A run on
 // rank 0 ends only after every offloaded task reported done, and every transfer a task waited for arrived before
@@ -93,6 +102,8 @@ namespace weft::detail {
 namespace {
 
 constexpr std::uint8_t kSatisfied = 1, kSent = 2, kEager = 4, kLinked = 8;
+// ClusterAccess::weak_state: the access was released on its own (Cluster::access_released), before its task ended.
+constexpr std::uint8_t kReleased = 16;
 
 bool writes(AccessMode m) {
   return m == AccessMode::out || m == AccessMode::inout || m == AccessMode::weak_out || m == AccessMode::weak_inout;
@@ -241,6 +252,12 @@ struct WireSatisfy {
   std::uint32_t eager;
   std::uint32_t unused = 0;
 };
+struct WireRelease {  // a weak access released before its task ends (executor -> creator)
+  std::uint64_t id;  // the creator's descriptor, as in WireDone
+  std::uint32_t index;
+  Version version;
+  Holders holders;
+};
 struct WireData {  // a fetch (which version it asks for), or the bytes of that version
   std::uint64_t address;
   std::uint64_t bytes;
@@ -324,6 +341,12 @@ class Cluster final : public Engine::Service {
   bool complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo);
   void weak_ready(Worker& w, Task* t, Task* node);
   void after_wait(Worker& w, Task* t, const void* address, bool flush);
+  /// t's body has returned (t runs here, received or local): each weak access gets a node that follows t's
+  /// children on the datum, whose end releases the access (access_released).
+  void watch_releases(Worker& w, Task* t);
+  /// t's weak access i is done here (its body has returned, its children on the datum have ended): reported to
+  /// the creator (a received task), or its cell updated and its release node fired (a local one).
+  void access_released(Worker& w, Task* t, std::uint32_t i, Task*& best, std::vector<Task*>& todo);
   void run_root(void (*call)(void*, Context&), void* arg);
   void publish_region(const WireRegion& r);
   /// Rank 0: the datums of [start, start + bytes) are gone (dfree): their cells go too (the addresses may be
@@ -428,6 +451,7 @@ class Cluster final : public Engine::Service {
   void on_task(const comm::Message& m);
   void on_done(const comm::Message& m);
   void on_satisfy(const comm::Message& m);
+  void on_release(const comm::Message& m);
   /// One of a received weak access's node's two events (its satisfy message, the arrival of its eager bytes).
   void release_weak_node(Task* node);
   void on_fetch(const comm::Message& m);
@@ -449,7 +473,7 @@ class Cluster final : public Engine::Service {
   static ProgressDemand source_demand(void* self) noexcept;
 
   comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0,
-             k_dump_ = 0, k_begin_ = 0;
+             k_dump_ = 0, k_begin_ = 0, k_release_ = 0;
   // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
   // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
   double watchdog_ = 0;
@@ -555,6 +579,26 @@ void cluster_after_wait(Worker& w, Task* t, const void* address, bool flush) {
   the_cluster().after_wait(w, t, address, flush);
 }
 void cluster_weak_ready(Worker& w, Task* t, Task* node) { the_cluster().weak_ready(w, t, node); }
+
+// The node that follows a task's children on the datum of one of its weak accesses, made when its body has
+// returned (Cluster::watch_releases; the access's index in its body storage). Owned by the task (freed when it
+// completes), which it holds back like a weak node (kWeakUnit).
+bool complete_release_watch(Worker& w, Task* n, Task*& best, std::vector<Task*>& todo) {
+  Task* const owner = n->parent;
+  const bool failed = n->cancelled.load(std::memory_order_relaxed);  // a child on the datum failed
+  std::uint32_t index;
+  std::memcpy(&index, n->body, sizeof index);
+  release_successors(w, n, false, best, todo);  // none: this only closes it
+  // A failed child on the datum: the access ends with its task (which fails). So does it when this node is
+  // the task's last unit (its body has returned, nothing else is left): the task completes now, and its done
+  // message reports the access (no release message for it).
+  if (!failed && owner->alive.load(std::memory_order_acquire) != kWeakUnit)
+    the_cluster().access_released(w, owner, index, best, todo);
+  if (owner->alive.fetch_sub(kWeakUnit, std::memory_order_acq_rel) == kWeakUnit) todo.push_back(owner);
+  return false;
+}
+const TaskKind kReleaseWatch{"release watch", true, false, nullptr, &complete_release_watch, nullptr, nullptr,
+                             nullptr, nullptr};
 bool complete_cluster_root(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   t->cluster = nullptr;  // the root's state outlives the run (Cluster::root_state)
   return complete_dependency(w, t, best, todo);
@@ -590,6 +634,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
   k_task_ = transport.register_kind("weft.cluster.task", h(&Cluster::on_task));
   k_done_ = transport.register_kind("weft.cluster.done", h(&Cluster::on_done));
   k_satisfy_ = transport.register_kind("weft.cluster.satisfy", h(&Cluster::on_satisfy));
+  k_release_ = transport.register_kind("weft.cluster.release", h(&Cluster::on_release));
   k_fetch_ = transport.register_kind("weft.cluster.fetch", h(&Cluster::on_fetch));
   comm::Handler data = h(&Cluster::on_data);
   data.place = [this](const comm::Message& m) { return place_data(m); };
@@ -641,6 +686,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
     count("task_messages", s.task_messages);
     count("done_messages", s.done_messages);
     count("satisfy_messages", s.satisfy_messages);
+    count("release_messages", s.release_messages);
     count("fetch_messages", s.fetch_messages);
     count("end_messages", s.end_messages);
     count("data_messages", s.data_messages);
@@ -669,9 +715,11 @@ ClusterStats Cluster::stats() const {
   st.task_messages = sent(k_task_);
   st.done_messages = sent(k_done_);
   st.satisfy_messages = sent(k_satisfy_);
+  st.release_messages = sent(k_release_);
   st.fetch_messages = sent(k_fetch_);
   st.end_messages = sent(k_end_) + sent(k_begin_);
-  st.control_messages = st.task_messages + st.done_messages + st.satisfy_messages + st.fetch_messages + st.end_messages;
+  st.control_messages = st.task_messages + st.done_messages + st.satisfy_messages + st.release_messages +
+                        st.fetch_messages + st.end_messages;
   st.data_messages = sent(k_data_);
   st.bytes_eager = bytes_eager.load(std::memory_order_relaxed);
   st.bytes_lazy = bytes_lazy.load(std::memory_order_relaxed);
@@ -909,7 +957,62 @@ void Cluster::run(Worker& w, Task* t) {
       if (!gather_data(w, t, c)) return;  // parked: the last transfer to arrive makes it ready again
     }
   }
-  run_dependency(w, t);
+  run_body(w, t);
+  if (std::any_of(c.acc.get(), c.acc.get() + c.n_acc, [](const ClusterAccess& a) { return is_weak_mode(a.mode); }) &&
+      !t->cancelled.load(std::memory_order_relaxed) && c.error.empty())
+    watch_releases(w, t);
+  end_body(w, t);
+}
+
+void Cluster::watch_releases(Worker& w, Task* t) {
+  ClusterTask& c = *t->cluster;
+  thread_local std::vector<Task*> preds;
+  for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+    const ClusterAccess& a = c.acc[i];
+    if (!is_weak_mode(a.mode)) continue;
+    preds.clear();
+    last_accessors(t, a.address, preds);  // (this thread owns t's domain)
+    Task* n = w.allocate();
+    init_task(w, n, t, &kReleaseWatch);
+    std::memcpy(n->body, &i, sizeof i);
+    const std::size_t k = preds.size();
+    if (k > kInlineEdges) n->extra_edges = alloc_edges(w, k);
+    EdgeNode* nodes = k > kInlineEdges ? n->extra_edges : n->edges;
+    n->n_edges = 2;  // released with the atomic decrement (never the single-predecessor shortcut)
+    n->pending.store(static_cast<std::int32_t>(k) + 1, std::memory_order_relaxed);  // + 1: held until linked
+    c.watchers.push_back(n);
+    t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);  // t completes after it (t's body holds t)
+    ++w.counters.internal_nodes;
+    std::int32_t done = 1;
+    for (std::size_t j = 0; j < k; ++j) {
+      EdgeNode* e = &nodes[j];
+      e->succ = n;
+      if (!push_edge(preds[j], e)) {
+        ++done;
+        if (poisoned(preds[j])) n->cancelled.store(true, std::memory_order_relaxed);
+      }
+    }
+    if (n->pending.fetch_sub(done, std::memory_order_acq_rel) == done) weft::detail::complete(w, n);
+  }
+}
+
+void Cluster::access_released(Worker& w, Task* t, std::uint32_t i, Task*& best, std::vector<Task*>& todo) {
+  ClusterTask& c = *t->cluster;
+  ClusterAccess& a = c.acc[i];
+  if (a.weak_state.fetch_or(kReleased, std::memory_order_acq_rel) & kReleased) return;
+  const Seen v = load(a.loc);
+  if (c.role == ClusterTask::Role::received) {
+    // Before the done message, on the same ordered channel: the creator applies it while the task is alive.
+    const WireRelease r{c.creator_id, i, v.version, v.holders};
+    send(c.creator, k_release_, as_bytes_of(r));
+    return;
+  }
+  if (writes(a.mode))
+    store(*a.where, v);
+  else
+    a.where->holders.fetch_or(v.holders, std::memory_order_acq_rel);
+  for (std::uint8_t k = 0; k < t->n_weak; ++k)
+    if (t->weak[k].address == a.address && t->weak[k].release) release_access(w, t->weak[k].release, false, best, todo);
 }
 
 void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
@@ -1224,16 +1327,29 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
       if (it != readers_.end() && --it->second == 0) readers_.erase(it);
     }
   }
+  for (Task* n : c->watchers) free_dependency_task(w, n);  // each has ended (t's alive waited for them)
   if (c->role == ClusterTask::Role::local && !cancelled) {
     for (std::uint32_t i = 0; i < c->n_acc; ++i) {
       const ClusterAccess& a = c->acc[i];
+      if (a.weak_state.load(std::memory_order_relaxed) & kReleased) continue;  // applied by access_released
       if (writes(a.mode))
         store(*a.where, load(a.loc));
       else
         a.where->holders.fetch_or(a.loc.holders.load(std::memory_order_acquire), std::memory_order_acq_rel);
     }
   }
-  if (c->role != ClusterTask::Role::received) return complete_dependency(w, t, best, todo);
+  if (c->role != ClusterTask::Role::received) {
+    // The release nodes of the accesses not released yet (a failed or cancelled task's: cancelled too).
+    for (std::uint8_t k = 0; k < t->n_weak; ++k) {
+      Task* r = t->weak[k].release;
+      if (!r) continue;
+      for (std::uint32_t i = 0; i < c->n_acc; ++i)
+        if (c->acc[i].address == t->weak[k].address && is_weak_mode(c->acc[i].mode) &&
+            !(c->acc[i].weak_state.fetch_or(kReleased, std::memory_order_acq_rel) & kReleased))
+          release_access(w, r, cancelled, best, todo);
+    }
+    return complete_dependency(w, t, best, todo);
+  }
 
   // A received task: report to its creator (the error of its body, else of a child its body did not rethrow),
   // then free it: it is named by no record here.
@@ -1563,6 +1679,22 @@ void Cluster::on_satisfy(const comm::Message& m) {
   release_weak_node(node);
 }
 
+void Cluster::on_release(const comm::Message& m) {
+  const WireRelease r = read_header<WireRelease>(m);
+  Task* t = reinterpret_cast<Task*>(r.id);  // alive: its done message comes after this one
+  ClusterTask& c = *t->cluster;
+  if (r.index >= c.n_acc)
+    comm::abort_job("weft::cluster: a malformed release message from rank " + std::to_string(m.source()));
+  ClusterAccess& a = c.acc[r.index];
+  if (a.weak_state.fetch_or(kReleased, std::memory_order_acq_rel) & kReleased) return;
+  if (writes(a.mode))
+    store(*a.where, {r.holders, r.version});
+  else
+    a.where->holders.fetch_or(r.holders, std::memory_order_acq_rel);
+  for (std::uint8_t k = 0; k < t->n_weak; ++k)
+    if (t->weak[k].address == a.address && t->weak[k].release) release_weak_node(t->weak[k].release);
+}
+
 void Cluster::release_weak_node(Task* node) {
   if (node->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   Worker& w = *tls_worker;
@@ -1586,6 +1718,7 @@ void Cluster::on_done(const comm::Message& m) {
     WireLocation l;
     std::memcpy(&l, p + i * sizeof l, sizeof l);
     ClusterAccess& a = c.acc[i];
+    if (a.weak_state.load(std::memory_order_relaxed) & kReleased) continue;  // applied by on_release
     if (writes(a.mode))
       store(*a.where, {l.holders, l.version});
     else

@@ -48,7 +48,7 @@ struct ClusterAccess {
   bool touched = false;                      ///< its cell is in the task's flush list (owner thread)
   Location* where = nullptr;                 ///< the parent's location of this datum (null on a received task)
   Location loc;                              ///< the version this task sees, and its children's location of it
-  std::atomic<std::uint8_t> weak_state{0};   ///< offloaded weak access: kSatisfied | kSent
+  std::atomic<std::uint8_t> weak_state{0};   ///< weak access: kSatisfied | kSent (offloaded), kReleased
   Task* weak_node = nullptr;                 ///< received weak access: the node its children wait on
 };
 
@@ -74,6 +74,7 @@ struct ClusterTask {
   int creator = -1;               ///< received: the rank that offloaded it ...
   std::uint64_t creator_id = 0;   ///< ... and its descriptor there (named by the done message)
   std::vector<LocalSuccessor> local_successors;  ///< received: see LocalSuccessor
+  std::vector<Task*> watchers;    ///< the nodes that release its weak accesses (Cluster::watch_releases)
   std::atomic<int> missing{0};    ///< transfers it waits for before it runs
   std::uint32_t n_acc = 0;
   std::unique_ptr<ClusterAccess[]> acc;

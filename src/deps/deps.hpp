@@ -38,7 +38,18 @@ extern const TaskKind kClusterTask;
 struct WeakLink {
   const void* address;
   Task* node;
+  /// A task of a cluster: the node that stands for this access in its parent's domain (see kAccessRelease).
+  Task* release = nullptr;
 };
+/// The node that stands for a weak access of a task of a cluster (TaskKind::weak_ready) in its parent's domain:
+/// later accesses to the datum wait on it, not on the task, so that the access can be released on its own, when
+/// the task's body has returned and its children on the datum have finished (paper 004's release of an access).
+/// It finishes when its task's kind fires it (release_access), at the latest when the task completes. Named by
+/// records like a join node (counted), not counted in its producer's children.
+extern const TaskKind kAccessRelease;
+/// Fires r (a kAccessRelease node), cancelled too when `poison`: if nothing else holds it, it completes now, on
+/// this thread (its successors released, the ready ones offered to `best` or pushed to `todo`).
+void release_access(Worker& w, Task* r, bool poison, Task*& best, std::vector<Task*>& todo);
 
 /// A task with reduction accesses (see reduction.cpp): frees its reduction links when it completes.
 extern const TaskKind kReductionTask;
@@ -112,6 +123,10 @@ void writers_of(Worker& w, Task* parent, const void* address);
 /// node, the parent's weak node, or a finished predecessor that failed (the accessor would be cancelled). The
 /// thread running parent's body (the domain's owner).
 bool pending_predecessors(Task* parent, const void* address, AccessMode mode, std::vector<Task*>& out);
+/// Appends to `out` every unfinished task or node that a later access to `address` by a child of `parent` would
+/// have to follow, whatever its mode: the record's writer, readers, group and its predecessor, or, without a
+/// record, the parent's weak node for it. The thread running parent's body.
+void last_accessors(Task* parent, const void* address, std::vector<Task*>& out);
 /// Frees the records of t's domain and the children they name (all finished).
 void destroy_domain(Worker& w, Task* t);
 /// Drops the records of t's domain that name only finished tasks (owner thread; e.g. after a taskwait).

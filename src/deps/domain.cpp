@@ -267,6 +267,7 @@ struct Plan {
   Task* close_node;  ///< joins the group this access closes (groups of 2+ members)
   Task* start_node;  ///< joins the readers a new inoutset/commutative group waits for (2+ readers)
   Task* weak_node;   ///< weak access: the node t's children wait on
+  Task* release_node;  ///< weak access of a task of a cluster: what records name for it (kAccessRelease)
   const ReductionSpec* spec;    ///< reduction access: its operator
   ReductionGroup* red_new;      ///< reduction access that starts a group: the group
 };
@@ -618,7 +619,8 @@ bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::
 // list room, lock, and the descriptors of the nodes phase 2 will build. Adds its candidates to the bounds.
 [[gnu::noinline]] void prepare_special(Worker& w, Task* parent, Plan& p, Task*& held, std::size_t& strong_cands,
                                        std::size_t& weak_cands, std::size_t& node_preds, std::size_t& n_weak,
-                                       std::size_t& n_comm, std::size_t& n_red, ReductionGroup*& held_groups) {
+                                       std::size_t& n_comm, std::size_t& n_red, ReductionGroup*& held_groups,
+                                       bool release_nodes) {
   Record& r = *p.r;
   const AccessMode mode = p.access->mode;
   const Group g = group_of(mode);
@@ -675,6 +677,7 @@ bool register_general(Worker& w, Task* parent, Task* t, const Access* acc, std::
   }
   if (is_weak(mode)) {
     p.weak_node = prepare_node(w, cands, held);
+    if (release_nodes) p.release_node = prepare_node(w, 0, held);
     weak_cands = std::max(weak_cands, cands);
     ++n_weak;
   } else {
@@ -747,9 +750,10 @@ void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
         continue;
       }
       special = true;
-      p.close_node = p.start_node = p.weak_node = nullptr;
+      p.close_node = p.start_node = p.weak_node = p.release_node = nullptr;
       p.red_new = nullptr;
-      prepare_special(w, parent, p, held, strong_cands, weak_cands, node_preds, n_weak, n_comm, n_red, held_groups);
+      prepare_special(w, parent, p, held, strong_cands, weak_cands, node_preds, n_weak, n_comm, n_red, held_groups,
+                      t->kind->weak_ready != nullptr);
     }
     if (special)  // the plain accesses' plans, which phase 2's general loop also reads: no nodes
       for (std::size_t i = 0; i < n; ++i)
@@ -807,10 +811,22 @@ void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
     init_task(w, node, t, t->kind->weak_ready ? &kReportedWeakNode : &kWeakNode);
     trace::on_node(w, node);
     ++w.counters.internal_nodes;
+    // A task of a cluster: later accesses follow its access's release node, not t (they may start before t
+    // ends). The node's one pending unit is held by t's kind (release_access).
+    Task* accessor = t;
+    if (Task* r = p.release_node) {
+      p.release_node = nullptr;
+      init_task(w, r, parent, &kAccessRelease);
+      r->pending.store(1, std::memory_order_relaxed);
+      r->n_edges = 2;  // fired with the atomic decrement (never the single-predecessor shortcut)
+      trace::on_node(w, r);
+      ++w.counters.internal_nodes;
+      accessor = r;
+    }
     TaskBuffer& wc = w.weak_scratch;
     wc.clear();
-    access(w, parent, *p.r, t, mode, wc, p);
-    t->weak[t->n_weak++] = WeakLink{p.access->address, node};
+    access(w, parent, *p.r, accessor, mode, wc, p);
+    t->weak[t->n_weak++] = WeakLink{p.access->address, node, accessor == t ? nullptr : accessor};
     // The node counts in t's `alive` until it finishes, so t completes only after its weak predecessors.
     t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
     if (link(w, node, wc.data(), wc.size())) {
@@ -1030,6 +1046,22 @@ void close_reduction(Worker& w, Task* t, const void* address) {
   if (!d || d->open_reductions == 0) return;
   Record* r = d->find(address);
   if (r && r->group == kReduction && !r->borrowed) close_open_reduction(w, t, *r);
+}
+
+void last_accessors(Task* parent, const void* address, std::vector<Task*>& out) {
+  auto take = [&](Task* t) {
+    if (t && !finished(t)) out.push_back(t);
+  };
+  Record* r = parent->domain ? parent->domain->probe(address) : nullptr;
+  if (!r) {
+    for (std::uint8_t k = 0; k < parent->n_weak; ++k)
+      if (parent->weak[k].address == address) take(parent->weak[k].node);
+    return;
+  }
+  take(r->writer);
+  for (Task* x : r->readers) take(x);
+  for (Task* x : r->members) take(x);
+  take(r->group_pred);
 }
 
 void destroy_domain(Worker& w, Task* t) {

@@ -104,6 +104,15 @@ const TaskKind kJoinNode{"join", true, false, nullptr, &complete_join, nullptr, 
 const TaskKind kWeakNode{"weak", true, false, nullptr, &complete_weak, nullptr, nullptr, nullptr, nullptr};
 const TaskKind kReportedWeakNode{"weak", true, false, nullptr, &complete_reported_weak, nullptr, nullptr, nullptr,
                                  nullptr};
+const TaskKind kAccessRelease{"release", true, false, nullptr, &complete_join, nullptr, nullptr, nullptr, nullptr};
+
+void release_access(Worker& w, Task* r, bool poison, Task*& best, std::vector<Task*>& todo) {
+  WEFT_ASSERT(r->kind == &kAccessRelease);
+  if (poison) r->cancelled.store(true, std::memory_order_relaxed);
+  // acq_rel: what the access's task and its children wrote happens before the successors run.
+  if (r->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) complete_join(w, r, best, todo);
+}
+
 const TaskKind kReductionTask{"reduction", false, false, &run_reduction, &complete_reduction, nullptr, nullptr,
                                nullptr, nullptr};
 const TaskKind kReduceNode{"combine", true, false, nullptr, &complete_reduce, nullptr, nullptr, nullptr, nullptr};

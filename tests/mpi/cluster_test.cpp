@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "mpi_test_util.hpp"
@@ -309,6 +310,55 @@ TEST(Cluster, WeakParentSpawnsRemotely) {
   const long long n = kBlocks * kLen;
   if (weft::node_id() == 0) {
     EXPECT_EQ(sum.load(), n * (n - 1));
+  }
+}
+
+// A weak access is released on its own (paper 004's release of an access): when its task's body has returned and
+// the children on its datum have ended, not when the task ends. The parent has weak_inout accesses to x and y;
+// its child on y waits until a successor of the parent on x has run (it spins on a file that the successor
+// creates, and gives up after 60 s). Were x released only with the parent, the successor would wait for the
+// parent, so for the child that waits for it: the child would give up and leave -1. With the parent on the last
+// rank (its release message) and on rank 0 (released there), the successor on the other one.
+TEST(Cluster, WeakAccessIsReleasedBeforeItsTaskEnds) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  if (nodes == 1) GTEST_SKIP() << "one process: weft on one process releases a task's accesses when it ends";
+  for (const int parent_node : {nodes - 1, 0}) {
+    struct Path {
+      char s[64];
+    } path{};
+    std::snprintf(path.s, sizeof path.s, "/tmp/weft-release-%ld-%d", static_cast<long>(::getpid()), parent_node);
+    double got_y = 0, got_z = 0;
+    rt.run([&](weft::Context& cx) {
+      double* x = weft::dmalloc<double>(3);
+      double *y = x + 1, *z = x + 2;
+      cx.spawn([=] { *x = 0, *y = 0, *z = 0; }, weft::out(x, 3), weft::node(parent_node));
+      cx.taskwait_noflush();
+      weft::Access weak[] = {weft::weak_inout(x, 1), weft::weak_inout(y, 1)};
+      cx.spawn_accesses([=](weft::Context& c) {
+        c.spawn([x] { *x = 1; }, weft::inout(x, 1));
+        c.spawn([y, path] {
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (::access(path.s, F_OK) != 0 && std::chrono::steady_clock::now() < give_up)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          *y = ::access(path.s, F_OK) == 0 ? 2 : -1;
+        }, weft::inout(y, 1));
+      }, weak, 2, weft::node(parent_node));
+      cx.spawn([x, z, path] {
+        *z = *x + 10;
+        if (std::FILE* f = std::fopen(path.s, "w")) std::fclose(f);
+      }, weft::in(x, 1), weft::out(z, 1), weft::node(nodes - 1 - parent_node));
+      cx.taskwait_on(*y);
+      cx.taskwait_on(*z);
+      got_y = *y, got_z = *z;
+      cx.taskwait();
+      weft::dfree(x);
+    });
+    if (weft::node_id() == 0) {
+      std::remove(path.s);
+      EXPECT_EQ(got_y, 2) << "parent on rank " << parent_node << ": its access to x was not released before it ended";
+      EXPECT_EQ(got_z, 11) << "parent on rank " << parent_node;
+    }
   }
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "../common/test_util.hpp"
+#include "../mpi/mpi_test_util.hpp"
 
 namespace {
 
@@ -289,7 +290,9 @@ void run_program(weft::Runtime& rt, u64 seed, int nodes, bool print) {
   g_program = nullptr;
 }
 
-void run_programs(const Config& cfg, u64 seed_base, std::size_t count, const char* single) {
+/// Runs the programs; returns the release messages this rank sent (weak accesses released before their task
+/// ended, see weft/cluster.hpp), so that the test can check that the programs took that path.
+std::uint64_t run_programs(const Config& cfg, u64 seed_base, std::size_t count, const char* single) {
   weft::Options o;
   o.num_threads = cfg.threads;
   o.cluster = true;
@@ -314,6 +317,7 @@ void run_programs(const Config& cfg, u64 seed_base, std::size_t count, const cha
     }
     if (single) break;
   }
+  return rt.cluster_stats().release_messages;
 }
 
 std::size_t programs(std::size_t base) { return weft_test::scaled(base); }
@@ -338,8 +342,13 @@ TEST(ClusterDifferential, Policies) {
   if (only && (k_only < 0 || k_only >= static_cast<long>(std::size(configs))))
     GTEST_FAIL() << "WEFT_CLUSTER_DIFF_CONFIG=" << only << ": a configuration number, 0 to " << std::size(configs) - 1;
   u64 base = 1000;
+  std::uint64_t releases = 0;
   for (long k = 0; k < static_cast<long>(std::size(configs)); ++k, base += 100000)
-    if (k_only < 0 || k == k_only) run_programs(configs[k], base, programs(k_only < 0 ? 60 : 600), nullptr);
+    if (k_only < 0 || k == k_only) releases += run_programs(configs[k], base, programs(k_only < 0 ? 60 : 600), nullptr);
+  // Every rank, after the last run (no message of a run is in flight then).
+  releases = weft_mpi_test::sum_all(releases);
+  if (weft::num_nodes() > 1 && weft::node_id() == 0)
+    EXPECT_GT(releases, 0u) << "no weak access was released before its task ended: that path went untested";
 }
 
 }  // namespace
