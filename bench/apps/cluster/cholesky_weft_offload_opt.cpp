@@ -1,9 +1,10 @@
 // cholesky, one program (weft/cluster.hpp), task creation spread over the ranks: rank 0 spawns, per step, one
-// parent task for the panel on its owner and one per column it updates on that column's owner (weft::node), each
-// with weak accesses to the tiles its tasks touch; the parents create the kernels' tasks there. A parent per
-// column and step, not per rank and step: a task's accesses are released only when all its children have
-// finished (weft/tasks.hpp), so a parent holding a rank's whole step would hold the next panel back until every
-// update of the step on that rank is done. The tiles as in the simple version (CholeskyOffload, cholesky.hpp).
+// parent task for the panel on its owner and one per rank for that rank's updates (weft::node), each with weak
+// accesses to the tiles its tasks touch; the parents create the kernels' tasks there. A weak access is released
+// on its own, when the children on its tile have ended (weft/cluster.hpp), so a parent that holds a whole step
+// of a rank's work does not hold back the next step's tasks on the tiles it has finished. One update parent per
+// rank, not per column: each panel tile goes to a rank once per step. The tiles as in the simple version
+// (CholeskyOffload, cholesky.hpp).
 #include <weft/cluster.hpp>
 
 #include <vector>
@@ -30,19 +31,25 @@ void cholesky_weft_offload_opt(Cholesky& s, const Env& e) {
           c.spawn([akk, aik, bs] { Cholesky::trsm(akk, aik, bs); }, weft::in(akk, tile), weft::inout(aik, tile));
         }
       }, acc.data(), acc.size(), weft::node(k % nodes), weft::priority(1));
-      for (int j = k + 1; j < nt; ++j) {  // the updates of column j, on its owner
+      for (int r = 0; r < nodes; ++r) {  // the updates of the columns j > k that rank r owns (j % nodes == r)
+        int first = k + 1;
+        while (first < nt && first % nodes != r) ++first;
+        if (first >= nt) continue;
         acc.clear();
-        for (int i = j; i < nt; ++i)
-          acc.push_back(weft::weak_in(t(i, k), tile)), acc.push_back(weft::weak_inout(t(i, j), tile));
-        cx.spawn_accesses([t, k, j, nt, bs, tile](weft::Context& c) {
-          double *ajk = t(j, k), *ajj = t(j, j);
-          c.spawn([ajk, ajj, bs] { Cholesky::syrk(ajk, ajj, bs); }, weft::in(ajk, tile), weft::inout(ajj, tile));
-          for (int i = j + 1; i < nt; ++i) {
-            double *aik = t(i, k), *aij = t(i, j);
-            c.spawn([aik, ajk, aij, bs] { Cholesky::gemm(aik, ajk, aij, bs); }, weft::in(aik, tile),
-                    weft::in(ajk, tile), weft::inout(aij, tile));
+        for (int i = first; i < nt; ++i) acc.push_back(weft::weak_in(t(i, k), tile));  // the panel tiles read
+        for (int j = first; j < nt; j += nodes)
+          for (int i = j; i < nt; ++i) acc.push_back(weft::weak_inout(t(i, j), tile));
+        cx.spawn_accesses([t, k, first, nodes, nt, bs, tile](weft::Context& c) {
+          for (int j = first; j < nt; j += nodes) {
+            double *ajk = t(j, k), *ajj = t(j, j);
+            c.spawn([ajk, ajj, bs] { Cholesky::syrk(ajk, ajj, bs); }, weft::in(ajk, tile), weft::inout(ajj, tile));
+            for (int i = j + 1; i < nt; ++i) {
+              double *aik = t(i, k), *aij = t(i, j);
+              c.spawn([aik, ajk, aij, bs] { Cholesky::gemm(aik, ajk, aij, bs); }, weft::in(aik, tile),
+                      weft::in(ajk, tile), weft::inout(aij, tile));
+            }
           }
-        }, acc.data(), acc.size(), weft::node(j % nodes));
+        }, acc.data(), acc.size(), weft::node(r));
       }
     }
     cx.taskwait_noflush();  // L stays where it was computed, as mpi-omp's (collect brings it to rank 0)
