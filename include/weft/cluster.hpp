@@ -138,13 +138,16 @@ struct ClusterStats {
   /// orders the task after them (no message between a predecessor's end and the task's start)
   std::uint64_t tasks_linked = 0;
   std::uint64_t tasks_received = 0;       ///< tasks other processes offloaded here
-  std::uint64_t control_messages = 0;     ///< messages sent that carry no data: the six kinds below
+  std::uint64_t control_messages = 0;     ///< messages sent that carry no data: the seven kinds below
   std::uint64_t task_messages = 0;        ///< of which: a task sent to its executor
   std::uint64_t done_messages = 0;        ///<   a task reported done to its creator
   std::uint64_t satisfy_messages = 0;     ///<   a weak access's data ready, sent after its task
   /// a weak access of an offloaded task released before the task ended (its body returned, its children on
   /// the datum ended), so that the datum's successors need not wait for the task's other children
   std::uint64_t release_messages = 0;
+  /// a weak access of a received task that none of its children touches: its data need not come (paper 004's
+  /// "no eager send"; sent only with eager transfers, before the access's satisfy message came)
+  std::uint64_t no_eager_messages = 0;
   std::uint64_t fetch_messages = 0;       ///<   a request for data
   std::uint64_t end_messages = 0;         ///<   the begin and the end of a run (rank 0, to each other rank)
   std::uint64_t data_messages = 0;        ///< messages sent carrying data

@@ -41,7 +41,9 @@
 // Satisfy message (or with the task itself if the node was done first), which releases the weak node standing
 // for the access there, and with it the children waiting on it. With eager transfers, a creator that holds the
 // datum sends its bytes right after (paper 004, 4.4): the node there then waits for them too, so that the
-// children find the datum there and the task does not report done with a transfer to it still in flight.
+// children find the datum there and the task does not report done with a transfer to it still in flight. When
+// the task's body has returned, no child touches the datum and the satisfy message has not come, the executor
+// says so (a no-eager message, paper 004's "no eager send"): the satisfy message then comes without the bytes.
 //
 // Release of a weak access (paper 004's release message). In the creator's domain a weak access of a task of a
 // cluster is named by a release node of its own (kAccessRelease), not by the task, so later accesses to the
@@ -54,13 +56,13 @@
 // Messages (per pair of ranks, the transport keeps their order): task (creator -> executor: the accesses, their
 // holders where known, links, the body's bytes and code address), done (executor -> creator: final holders of
 // each access, the error), release (executor -> creator: one weak access's final holders, before its task
-// ends), satisfy (creator -> executor: a weak access's holders), fetch (a rank that needs a datum -> a holder),
-// data (the bytes: the reply to a fetch, or sent eagerly after a task or satisfy message by a creator that
-// holds them; placed straight at the datum's address), begin (rank 0 -> all, after the run's changes to the
-// common address space), end (rank 0 -> all: the run is over). Every message carries its run's number (the
-// transport's epoch field): a rank that has not begun that run yet keeps it until it does, and one from a rank
-// other than 0 until rank 0's begin has come (so that memory freed and allocated anew is dropped first
-// everywhere).
+// ends), no-eager (executor -> creator: no child needs a weak access's bytes), satisfy (creator -> executor: a
+// weak access's holders), fetch (a rank that needs a datum -> a holder), data (the bytes: the reply to a fetch,
+// or sent eagerly after a task or satisfy message by a creator that holds them; placed straight at the datum's
+// address), begin (rank 0 -> all, after the run's changes to the common address space), end (rank 0 -> all:
+// the run is over). Every message carries its run's number (the transport's epoch field): a rank that has not
+// begun that run yet keeps it until it does, and one from a rank other than 0 until rank 0's begin has come (so
+// that memory freed and allocated anew is dropped first everywhere).
 //
 // Runs. Rank 0 calls the program's function; the others wait, serving tasks, until rank 0's end message. A run on
 // rank 0 ends only after every offloaded task reported done, and every transfer a task waited for arrived before
@@ -102,8 +104,9 @@ namespace weft::detail {
 namespace {
 
 constexpr std::uint8_t kSatisfied = 1, kSent = 2, kEager = 4, kLinked = 8;
-// ClusterAccess::weak_state: the access was released on its own (Cluster::access_released), before its task ended.
-constexpr std::uint8_t kReleased = 16;
+// ClusterAccess::weak_state: the access was released on its own (Cluster::access_released), before its task
+// ended; (creator) no child of the task reads the datum: its satisfy message brings no bytes (on_no_eager).
+constexpr std::uint8_t kReleased = 16, kNoEager = 32;
 
 bool writes(AccessMode m) {
   return m == AccessMode::out || m == AccessMode::inout || m == AccessMode::weak_out || m == AccessMode::weak_inout;
@@ -250,6 +253,11 @@ struct WireSatisfy {
   Version version;
   Holders holders;  // with the executor named already when the bytes follow (eager)
   std::uint32_t eager;
+  std::uint32_t unused = 0;
+};
+struct WireNoEager {  // no child of the task touches this weak access's datum: send no bytes (executor -> creator)
+  std::uint64_t id;  // the creator's descriptor, as in WireDone
+  std::uint32_t index;
   std::uint32_t unused = 0;
 };
 struct WireRelease {  // a weak access released before its task ends (executor -> creator)
@@ -452,6 +460,7 @@ class Cluster final : public Engine::Service {
   void on_done(const comm::Message& m);
   void on_satisfy(const comm::Message& m);
   void on_release(const comm::Message& m);
+  void on_no_eager(const comm::Message& m);
   /// One of a received weak access's node's two events (its satisfy message, the arrival of its eager bytes).
   void release_weak_node(Task* node);
   void on_fetch(const comm::Message& m);
@@ -473,7 +482,7 @@ class Cluster final : public Engine::Service {
   static ProgressDemand source_demand(void* self) noexcept;
 
   comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0,
-             k_dump_ = 0, k_begin_ = 0, k_release_ = 0;
+             k_dump_ = 0, k_begin_ = 0, k_release_ = 0, k_no_eager_ = 0;
   // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
   // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
   double watchdog_ = 0;
@@ -635,6 +644,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
   k_done_ = transport.register_kind("weft.cluster.done", h(&Cluster::on_done));
   k_satisfy_ = transport.register_kind("weft.cluster.satisfy", h(&Cluster::on_satisfy));
   k_release_ = transport.register_kind("weft.cluster.release", h(&Cluster::on_release));
+  k_no_eager_ = transport.register_kind("weft.cluster.no_eager", h(&Cluster::on_no_eager));
   k_fetch_ = transport.register_kind("weft.cluster.fetch", h(&Cluster::on_fetch));
   comm::Handler data = h(&Cluster::on_data);
   data.place = [this](const comm::Message& m) { return place_data(m); };
@@ -687,6 +697,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
     count("done_messages", s.done_messages);
     count("satisfy_messages", s.satisfy_messages);
     count("release_messages", s.release_messages);
+    count("no_eager_messages", s.no_eager_messages);
     count("fetch_messages", s.fetch_messages);
     count("end_messages", s.end_messages);
     count("data_messages", s.data_messages);
@@ -716,10 +727,11 @@ ClusterStats Cluster::stats() const {
   st.done_messages = sent(k_done_);
   st.satisfy_messages = sent(k_satisfy_);
   st.release_messages = sent(k_release_);
+  st.no_eager_messages = sent(k_no_eager_);
   st.fetch_messages = sent(k_fetch_);
   st.end_messages = sent(k_end_) + sent(k_begin_);
   st.control_messages = st.task_messages + st.done_messages + st.satisfy_messages + st.release_messages +
-                        st.fetch_messages + st.end_messages;
+                        st.no_eager_messages + st.fetch_messages + st.end_messages;
   st.data_messages = sent(k_data_);
   st.bytes_eager = bytes_eager.load(std::memory_order_relaxed);
   st.bytes_lazy = bytes_lazy.load(std::memory_order_relaxed);
@@ -970,6 +982,15 @@ void Cluster::watch_releases(Worker& w, Task* t) {
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
     const ClusterAccess& a = c.acc[i];
     if (!is_weak_mode(a.mode)) continue;
+    // Paper 004's "no eager send": the body has returned (every child is spawned), no child touches the datum,
+    // and its satisfy message has not come: the creator need not send its bytes with it. (If they are on their
+    // way already, the creator ignores this.)
+    if (c.role == ClusterTask::Role::received && engine.options.eager_transfers && a.mode != AccessMode::weak_out &&
+        a.weak_node && !(a.weak_state.load(std::memory_order_acquire) & kSatisfied) &&
+        !children_accessed(t, a.address)) {
+      const WireNoEager ne{c.creator_id, i};
+      send(c.creator, k_no_eager_, as_bytes_of(ne));
+    }
     preds.clear();
     last_accessors(t, a.address, preds);  // (this thread owns t's domain)
     Task* n = w.allocate();
@@ -1131,7 +1152,8 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
 
 void Cluster::send_satisfy(int dest, std::uint64_t seq, std::uint32_t i, const ClusterAccess& a) {
   const Seen v = load(a.loc);
-  const bool eager = sends_eagerly(a.mode, v.holders, dest);
+  const bool eager =
+      sends_eagerly(a.mode, v.holders, dest) && !(a.weak_state.load(std::memory_order_acquire) & kNoEager);
   const WireSatisfy sat{seq, i, v.version, eager ? v.holders | bit(dest) : v.holders, eager};
   send(dest, k_satisfy_, as_bytes_of(sat));
   if (eager) {  // after the message that announces them, as with a task message
@@ -1551,6 +1573,7 @@ void Cluster::on_task(const comm::Message& m) {
       a.mode = static_cast<AccessMode>(wa.mode);
       store(a.loc, {wa.holders, wa.version});
       if (is_weak_mode(a.mode) && (wa.flags & (kSatisfied | kEager)) != kSatisfied) ++n_weak;
+      if (wa.flags & kSatisfied) a.weak_state.store(kSatisfied, std::memory_order_relaxed);  // (watch_releases)
       // Eager: the creator held the datum, named this rank a holder and sends the bytes right after this
       // message; the task (and any other here that needs the datum) waits for them.
       if (wa.flags & kEager) expect_locked(a.address, wa.version);
@@ -1664,6 +1687,7 @@ void Cluster::on_satisfy(const comm::Message& m) {
     t = it->second.first;
   }
   ClusterAccess& a = t->cluster->acc[s.index];
+  a.weak_state.fetch_or(kSatisfied, std::memory_order_acq_rel);  // (watch_releases: too late for no eager send)
   Task* node = a.weak_node;
   if (s.eager) {
     // The bytes follow. The node waits for them too, so that the task, which completes after its nodes, has
@@ -1677,6 +1701,15 @@ void Cluster::on_satisfy(const comm::Message& m) {
   }
   store(a.loc, {s.holders, s.version});
   release_weak_node(node);
+}
+
+void Cluster::on_no_eager(const comm::Message& m) {
+  const WireNoEager ne = read_header<WireNoEager>(m);
+  Task* t = reinterpret_cast<Task*>(ne.id);  // alive: its done message comes after this one
+  ClusterTask& c = *t->cluster;
+  if (ne.index >= c.n_acc)
+    comm::abort_job("weft::cluster: a malformed no-eager message from rank " + std::to_string(m.source()));
+  c.acc[ne.index].weak_state.fetch_or(kNoEager, std::memory_order_acq_rel);  // read by send_satisfy
 }
 
 void Cluster::on_release(const comm::Message& m) {

@@ -127,6 +127,9 @@ bool pending_predecessors(Task* parent, const void* address, AccessMode mode, st
 /// have to follow, whatever its mode: the record's writer, readers, group and its predecessor, or, without a
 /// record, the parent's weak node for it. The thread running parent's body.
 void last_accessors(Task* parent, const void* address, std::vector<Task*>& out);
+/// Whether a child of `parent` has accessed `address` and is still named by its record (the thread running
+/// parent's body).
+bool children_accessed(Task* parent, const void* address);
 /// Frees the records of t's domain and the children they name (all finished).
 void destroy_domain(Worker& w, Task* t);
 /// Drops the records of t's domain that name only finished tasks (owner thread; e.g. after a taskwait).

@@ -1064,6 +1064,10 @@ void last_accessors(Task* parent, const void* address, std::vector<Task*>& out) 
   take(r->group_pred);
 }
 
+bool children_accessed(Task* parent, const void* address) {
+  return parent->domain && parent->domain->probe(address);
+}
+
 void destroy_domain(Worker& w, Task* t) {
   Domain* d = t->domain;
   auto drop = [&](Task* x) {

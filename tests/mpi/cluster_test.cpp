@@ -362,6 +362,60 @@ TEST(Cluster, WeakAccessIsReleasedBeforeItsTaskEnds) {
   }
 }
 
+// Paper 004's "no eager send": a parent offloaded with weak_in x before x's writer has ended, none of whose
+// children touches x, tells rank 0 so once its body has returned, and x's satisfy message then comes without
+// x's bytes. To make the order certain, x's writer (rank 0) waits until a successor of the parent on y has run
+// there: y's release message follows the no-eager message on the same channel, so rank 0 has handled it when x's
+// writer ends. (The writer gives up after 60 s, which fails the test.)
+TEST(Cluster, NoEagerSendForADatumNoChildTouches) {
+  static constexpr int kLen = 4096;
+  weft::Options o = cluster_options();
+  o.eager_transfers = true;
+  weft::Runtime rt(o);
+  const int nodes = weft::num_nodes();
+  if (nodes == 1) GTEST_SKIP() << "one process: nothing moves";
+  double got_x = 0, got_y = 0;
+  static std::atomic<bool> gate, gave_up;
+  gate = false, gave_up = false;
+  weft::ClusterStats before{}, after{};
+  rt.run([&](weft::Context& cx) {
+    double* x = weft::dmalloc<double>(kLen);
+    double* y = weft::dmalloc<double>(1);
+    cx.spawn([=] { *y = 1; }, weft::out(y, 1), weft::node(0));
+    cx.taskwait_noflush();
+    before = rt.cluster_stats();
+    cx.spawn([=] {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!gate.load(std::memory_order_acquire))
+        if (std::chrono::steady_clock::now() > give_up) {
+          gave_up = true;
+          break;
+        } else {
+          std::this_thread::yield();
+        }
+      for (int i = 0; i < kLen; ++i) x[i] = i;
+    }, weft::out(x, kLen), weft::node(0));
+    weft::Access weak[] = {weft::weak_in(x, kLen), weft::weak_inout(y, 1)};
+    cx.spawn_accesses([=](weft::Context& c) { c.spawn([y] { *y += 1; }, weft::inout(y, 1)); }, weak, 2,
+                      weft::node(1));
+    cx.spawn([] { gate.store(true, std::memory_order_release); }, weft::in(y, 1), weft::node(0));
+    cx.taskwait_noflush();
+    after = rt.cluster_stats();
+    cx.taskwait_on(*x);
+    cx.taskwait_on(*y);
+    got_x = x[kLen - 1], got_y = *y;
+    cx.taskwait();
+    weft::dfree(x);
+    weft::dfree(y);
+  });
+  if (weft::node_id() != 0) return;
+  EXPECT_FALSE(gave_up.load()) << "the successor on y did not run before the parent ended";
+  EXPECT_EQ(got_x, kLen - 1);
+  EXPECT_EQ(got_y, 2);
+  // y's 8 bytes went eagerly with the parent's task message; x's none.
+  EXPECT_LT(after.bytes_eager - before.bytes_eager, std::uint64_t{kLen} * sizeof(double));
+}
+
 // Eager transfers for weak accesses (paper 004, 4.4): a parent with weak_in accesses offloaded to rank 1, whose
 // children read blocks rank 0 wrote, gets the blocks with the message that tells it they are ready (its task
 // message if the writers had ended when it left, else a satisfy message): rank 0 sends every block eagerly and
