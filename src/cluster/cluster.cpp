@@ -426,6 +426,10 @@ class Cluster final : public Engine::Service {
   void send_satisfy(int dest, std::uint64_t seq, std::uint32_t i, const ClusterAccess& a);
   void offload(Worker& w, Task* t, ClusterTask& c);
   bool gather_data(Worker& w, Task* t, ClusterTask& c);
+  /// A cancelled received task: it moves no data, but bytes announced to it (eager, with its task message) may
+  /// still be on their way; it ends only after they have arrived, so that no message of a run comes after the
+  /// run's end (see Runs). False if it waits for them (their arrival makes it ready again).
+  bool await_announced(Task* t, ClusterTask& c);
   void send(int dest, comm::Kind k, std::span<const std::byte> header, std::span<const std::byte> payload = {});
   void send_data(int dest, const void* address, std::size_t bytes, bool eager, Version version);
   /// Registers that version `version` of `address` will arrive here (a fetch sent, or eager data announced).
@@ -960,6 +964,7 @@ void Cluster::run(Worker& w, Task* t) {
   if (!c.data_ready) {
     if (t->cancelled.load(std::memory_order_relaxed)) {
       c.data_ready = true;  // a cancelled task moves no data and runs nowhere else
+      if (c.role == ClusterTask::Role::received && !await_announced(t, c)) return;  // parked
     } else {
       if (c.executor < 0) c.executor = choose_executor(c);
       if (c.executor != rank) {
@@ -1239,6 +1244,23 @@ void Cluster::fetch_to_here(const void* address, std::size_t bytes, Seen s, Task
   send(from, k_fetch_, as_bytes_of(d));
 }
 
+bool Cluster::await_announced(Task* t, ClusterTask& c) {
+  c.missing.store(1, std::memory_order_relaxed);  // one unit for this pass, as in gather_data
+  {
+    std::lock_guard<std::mutex> g(in_m_);
+    for (std::uint32_t i = 0; i < c.n_acc; ++i) {
+      const ClusterAccess& a = c.acc[i];
+      if (is_weak_mode(a.mode)) continue;  // its node waits for its bytes
+      if (wait_locked(a.address, t, nullptr))
+        c.missing.fetch_add(1, std::memory_order_relaxed);  // an `in` access counted by the arrival
+      else if (a.mode == AccessMode::in)
+        ++readers_[a.address];  // as gather_data counts it (complete() uncounts every `in` access)
+    }
+  }
+  c.reading = true;
+  return c.missing.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
 bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
   (void)w;
   // One unit for this pass: the task cannot be made ready by an arrival before the pass has registered all.
@@ -1493,6 +1515,14 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
 // ---------------------------------------------------------------------------------------------------------
 
 bool Cluster::keep_if_early(const comm::Message& m) {
+  // Every message of a run reaches its rank before the run ends there (see Runs): one of a run this rank has
+  // left is a protocol error, not something to keep (it would never be dispatched).
+  const std::uint32_t run = run_.load(std::memory_order_relaxed);
+  const auto age = static_cast<std::int32_t>(run - m.epoch());
+  if (age > 0 || (age == 0 && run != 0 && !running_.load(std::memory_order_relaxed)))
+    comm::abort_job("weft::cluster: rank " + std::to_string(rank) + " got a message (kind " +
+                    std::to_string(m.kind()) + ") of run " + std::to_string(m.epoch()) + " from rank " +
+                    std::to_string(m.source()) + " after that run ended here (a protocol error)");
   if (!early(m)) return false;
   Kept k{m.kind(), m.source(), m.epoch(), {m.header().begin(), m.header().end()},
          {m.payload().begin(), m.payload().end()}};
