@@ -465,6 +465,8 @@ class Cluster final : public Engine::Service {
   void on_satisfy(const comm::Message& m);
   void on_release(const comm::Message& m);
   void on_no_eager(const comm::Message& m);
+  /// Access `index` of the task this rank offloaded as descriptor `id`, named by a message m from its executor.
+  ClusterAccess& named_access(const comm::Message& m, std::uint64_t id, std::uint32_t index);
   /// One of a received weak access's node's two events (its satisfy message, the arrival of its eager bytes).
   void release_weak_node(Task* node);
   void on_fetch(const comm::Message& m);
@@ -1733,22 +1735,24 @@ void Cluster::on_satisfy(const comm::Message& m) {
   release_weak_node(node);
 }
 
+ClusterAccess& Cluster::named_access(const comm::Message& m, std::uint64_t id, std::uint32_t index) {
+  Task* t = reinterpret_cast<Task*>(id);  // alive: its done message comes after this one
+  ClusterTask& c = *t->cluster;
+  if (index >= c.n_acc)
+    comm::abort_job("weft::cluster: a malformed message (kind " + std::to_string(m.kind()) + ") from rank " +
+                    std::to_string(m.source()));
+  return c.acc[index];
+}
+
 void Cluster::on_no_eager(const comm::Message& m) {
   const WireNoEager ne = read_header<WireNoEager>(m);
-  Task* t = reinterpret_cast<Task*>(ne.id);  // alive: its done message comes after this one
-  ClusterTask& c = *t->cluster;
-  if (ne.index >= c.n_acc)
-    comm::abort_job("weft::cluster: a malformed no-eager message from rank " + std::to_string(m.source()));
-  c.acc[ne.index].weak_state.fetch_or(kNoEager, std::memory_order_acq_rel);  // read by send_satisfy
+  named_access(m, ne.id, ne.index).weak_state.fetch_or(kNoEager, std::memory_order_acq_rel);  // see send_satisfy
 }
 
 void Cluster::on_release(const comm::Message& m) {
   const WireRelease r = read_header<WireRelease>(m);
-  Task* t = reinterpret_cast<Task*>(r.id);  // alive: its done message comes after this one
-  ClusterTask& c = *t->cluster;
-  if (r.index >= c.n_acc)
-    comm::abort_job("weft::cluster: a malformed release message from rank " + std::to_string(m.source()));
-  ClusterAccess& a = c.acc[r.index];
+  Task* t = reinterpret_cast<Task*>(r.id);
+  ClusterAccess& a = named_access(m, r.id, r.index);
   if (a.weak_state.fetch_or(kReleased, std::memory_order_acq_rel) & kReleased) return;
   if (writes(a.mode))
     store(*a.where, {r.holders, r.version});
