@@ -598,6 +598,13 @@ void cluster_weak_ready(Worker& w, Task* t, Task* node) { the_cluster().weak_rea
 // The node that follows a task's children on the datum of one of its weak accesses, made when its body has
 // returned (Cluster::watch_releases; the access's index in its body storage). Owned by the task (freed when it
 // completes), which it holds back like a weak node (kWeakUnit).
+/// The release node of t's weak access to `address` (kAccessRelease; null for a received task's).
+Task* release_node(const Task* t, const void* address) {
+  for (std::uint8_t k = 0; k < t->n_weak; ++k)
+    if (t->weak[k].address == address) return t->weak[k].release;
+  return nullptr;
+}
+
 bool complete_release_watch(Worker& w, Task* n, Task*& best, std::vector<Task*>& todo) {
   Task* const owner = n->parent;
   const bool failed = n->cancelled.load(std::memory_order_relaxed);  // a child on the datum failed
@@ -985,7 +992,6 @@ void Cluster::run(Worker& w, Task* t) {
 
 void Cluster::watch_releases(Worker& w, Task* t) {
   ClusterTask& c = *t->cluster;
-  thread_local std::vector<Task*> preds;
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
     const ClusterAccess& a = c.acc[i];
     if (!is_weak_mode(a.mode)) continue;
@@ -998,29 +1004,13 @@ void Cluster::watch_releases(Worker& w, Task* t) {
       const WireNoEager ne{c.creator_id, i};
       send(c.creator, k_no_eager_, as_bytes_of(ne));
     }
-    preds.clear();
-    last_accessors(t, a.address, preds);  // (this thread owns t's domain)
-    Task* n = w.allocate();
-    init_task(w, n, t, &kReleaseWatch);
-    std::memcpy(n->body, &i, sizeof i);
-    const std::size_t k = preds.size();
-    if (k > kInlineEdges) n->extra_edges = alloc_edges(w, k);
-    EdgeNode* nodes = k > kInlineEdges ? n->extra_edges : n->edges;
-    n->n_edges = 2;  // released with the atomic decrement (never the single-predecessor shortcut)
-    n->pending.store(static_cast<std::int32_t>(k) + 1, std::memory_order_relaxed);  // + 1: held until linked
+    // t completes after the node: counted before it is linked (a child's end may complete it at once).
+    t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);
+    bool ready;
+    Task* n = follow_accessors(w, t, a.address, &kReleaseWatch, i, ready);  // (this thread owns t's domain)
     c.watchers.push_back(n);
-    t->alive.fetch_add(kWeakUnit, std::memory_order_relaxed);  // t completes after it (t's body holds t)
     ++w.counters.internal_nodes;
-    std::int32_t done = 1;
-    for (std::size_t j = 0; j < k; ++j) {
-      EdgeNode* e = &nodes[j];
-      e->succ = n;
-      if (!push_edge(preds[j], e)) {
-        ++done;
-        if (poisoned(preds[j])) n->cancelled.store(true, std::memory_order_relaxed);
-      }
-    }
-    if (n->pending.fetch_sub(done, std::memory_order_acq_rel) == done) weft::detail::complete(w, n);
+    if (ready) weft::detail::complete(w, n);
   }
 }
 
@@ -1039,8 +1029,7 @@ void Cluster::access_released(Worker& w, Task* t, std::uint32_t i, Task*& best, 
     store(*a.where, v);
   else
     a.where->holders.fetch_or(v.holders, std::memory_order_acq_rel);
-  for (std::uint8_t k = 0; k < t->n_weak; ++k)
-    if (t->weak[k].address == a.address && t->weak[k].release) release_access(w, t->weak[k].release, false, best, todo);
+  if (Task* r = release_node(t, a.address)) release_access(w, r, false, best, todo);
 }
 
 void Cluster::offload(Worker& w, Task* t, ClusterTask& c) {
@@ -1386,13 +1375,12 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   }
   if (c->role != ClusterTask::Role::received) {
     // The release nodes of the accesses not released yet (a failed or cancelled task's: cancelled too).
-    for (std::uint8_t k = 0; k < t->n_weak; ++k) {
-      Task* r = t->weak[k].release;
-      if (!r) continue;
-      for (std::uint32_t i = 0; i < c->n_acc; ++i)
-        if (c->acc[i].address == t->weak[k].address && is_weak_mode(c->acc[i].mode) &&
-            !(c->acc[i].weak_state.fetch_or(kReleased, std::memory_order_acq_rel) & kReleased))
-          release_access(w, r, cancelled, best, todo);
+    for (std::uint32_t i = 0; i < c->n_acc; ++i) {
+      ClusterAccess& a = c->acc[i];
+      if (!is_weak_mode(a.mode)) continue;
+      Task* r = release_node(t, a.address);
+      if (r && !(a.weak_state.fetch_or(kReleased, std::memory_order_acq_rel) & kReleased))
+        release_access(w, r, cancelled, best, todo);
     }
     return complete_dependency(w, t, best, todo);
   }
@@ -1758,8 +1746,7 @@ void Cluster::on_release(const comm::Message& m) {
     store(*a.where, {r.holders, r.version});
   else
     a.where->holders.fetch_or(r.holders, std::memory_order_acq_rel);
-  for (std::uint8_t k = 0; k < t->n_weak; ++k)
-    if (t->weak[k].address == a.address && t->weak[k].release) release_weak_node(t->weak[k].release);
+  if (Task* rn = release_node(t, a.address)) release_weak_node(rn);
 }
 
 void Cluster::release_weak_node(Task* node) {

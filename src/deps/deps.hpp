@@ -123,10 +123,12 @@ void writers_of(Worker& w, Task* parent, const void* address);
 /// node, the parent's weak node, or a finished predecessor that failed (the accessor would be cancelled). The
 /// thread running parent's body (the domain's owner).
 bool pending_predecessors(Task* parent, const void* address, AccessMode mode, std::vector<Task*>& out);
-/// Appends to `out` every unfinished task or node that a later access to `address` by a child of `parent` would
-/// have to follow, whatever its mode: the record's writer, readers, group and its predecessor, or, without a
-/// record, the parent's weak node for it. The thread running parent's body.
-void last_accessors(Task* parent, const void* address, std::vector<Task*>& out);
+/// A node of `kind` (producer `parent`, `tag` in its body storage) linked after every unfinished task or node
+/// that a later access to `address` by a child of `parent` would have to follow, whatever its mode: the record's
+/// writer, readers, group and its predecessor, or, without a record, the parent's weak node for it. Sets `ready`
+/// when there was nothing to follow (the caller completes it). The thread running parent's body.
+Task* follow_accessors(Worker& w, Task* parent, const void* address, const TaskKind* kind, std::uint32_t tag,
+                       bool& ready);
 /// Whether a child of `parent` has accessed `address` and is still named by its record (the thread running
 /// parent's body).
 bool children_accessed(Task* parent, const void* address);

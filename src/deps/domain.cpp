@@ -1048,20 +1048,28 @@ void close_reduction(Worker& w, Task* t, const void* address) {
   if (r && r->group == kReduction && !r->borrowed) close_open_reduction(w, t, *r);
 }
 
-void last_accessors(Task* parent, const void* address, std::vector<Task*>& out) {
+Task* follow_accessors(Worker& w, Task* parent, const void* address, const TaskKind* kind, std::uint32_t tag,
+                       bool& ready) {
+  TaskBuffer& cands = w.node_scratch;
+  cands.clear();
   auto take = [&](Task* t) {
-    if (t && !finished(t)) out.push_back(t);
+    if (t) cands.push(t);
   };
-  Record* r = parent->domain ? parent->domain->probe(address) : nullptr;
-  if (!r) {
+  if (Record* r = parent->domain ? parent->domain->probe(address) : nullptr) {
+    take(r->writer);
+    for (Task* x : r->readers) take(x);
+    for (Task* x : r->members) take(x);
+    take(r->group_pred);
+  } else {
     for (std::uint8_t k = 0; k < parent->n_weak; ++k)
       if (parent->weak[k].address == address) take(parent->weak[k].node);
-    return;
   }
-  take(r->writer);
-  for (Task* x : r->readers) take(x);
-  for (Task* x : r->members) take(x);
-  take(r->group_pred);
+  Task* n = w.allocate();
+  init_task(w, n, parent, kind);
+  std::memcpy(n->body, &tag, sizeof tag);  // before it is linked: a predecessor may complete it at once
+  if (cands.size() > kInlineEdges) n->extra_edges = alloc_edges(w, cands.size());
+  ready = link(w, n, cands.data(), cands.size());
+  return n;
 }
 
 bool children_accessed(Task* parent, const void* address) {
