@@ -308,9 +308,9 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
   }
   // Spin (polling the queues) for some tens of microseconds, then yield, then sleep: a worker that finds no
   // work between the tasks of a busy program stays responsive, an idle one stops burning its core.
-  // A round is short (a few pause instructions, well under a microsecond, times the number of other workers:
-  // see Engine::idle_pauses) so that a task pushed by another worker is stolen within about a microsecond: at
-  // fine grain that latency is paid at every dependency that crosses workers.
+  // Rounds are short enough (see Engine::idle_pauses) that, between them, the idle workers together find a
+  // task pushed by another worker within about a microsecond: at fine grain that latency is paid at every
+  // dependency that crosses workers.
   // With a communication thread, work from other ranks comes from that thread, which may share this core
   // (WEFT_COMM_THREAD=on without a spare one): spin only briefly before yielding to it, or each message would
   // wait out this spin (measured: 0.5 ms per 8-byte hop). On a core of its own a yield returns at once.
@@ -804,8 +804,8 @@ void throttle_loop(Worker& w, Task* p, std::int64_t limit) {
     schedule(w, t);
   }
 }
-}  // namespace
 
+// Throttling's slow path (throttle_check): p has max_tasks unfinished children as far as this worker knows.
 void throttle_wait(Worker& w, Task* p) {
   const std::int64_t limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
   publish_children(p);
@@ -816,6 +816,19 @@ void throttle_wait(Worker& w, Task* p) {
     return;
   }
   throttle_loop(w, p, limit);
+}
+}  // namespace
+
+void throttle_check(Worker& w, Task* p) {
+  const std::int64_t limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
+  std::int64_t n = unfinished_children(w, p) + p->unpublished;
+  if (n >= limit) {
+    throttle_wait(w, p);
+    n = unfinished_children(w, p) + p->unpublished;
+  }
+  // This spawn makes n + 1; the spawns after it may go on without a reading until the limit.
+  w.throttle_parent = p;
+  w.throttle_room = n + 1 < limit ? static_cast<std::uint32_t>(limit - n - 1) : 0;
 }
 
 void wait_for_children(Worker& w, Task* p) {
@@ -983,11 +996,15 @@ Engine::Engine(const Options& o) : options(o) {
   // throttle check; bounding them by the window was tried and measured: no gain for a producer on 16 workers
   // (where a larger window did not help either), and its smaller credits made a flow tree 3-6x slower there.
   const std::uint32_t batch = options.local_counts ? kCountBatch : 1;
-  // Idle workers poll the others' queues about every four pauses each with two workers; with more, each one
-  // polls less often, so that together they poll a producer's lines about as often (every push of a producer
-  // that 15 thieves poll without pause must win its cache lines back from all of them), and a pushed task is
-  // still found within about the same time by the first of them. The spin lasts as long.
-  idle_pauses = std::clamp(4u * (options.num_threads - 1), 4u, 64u);
+  // Idle workers poll the others' queues every four pauses with two workers, and much less often each the
+  // more there are: 4 (n - 1)^3 pauses, at most 1024 (reached at 8 workers). Each poll reads the victims'
+  // queue lines, and every push of a producer that n - 1 thieves poll must win its lines back from them: on a
+  // 16-core machine, with 1024 pauses instead of 64, a producer of independent tasks ran 1.5x faster and
+  // Task Bench's stencil at fine grain 1.4x (BENCHMARKS.md, 38). A pushed task waits little longer: the
+  // n - 1 thieves' polls of one victim come n - 1 times as often as each one's. Two workers keep a short
+  // round: one thief polling every 1024 pauses doubled the time of a stencil of 16 us tasks.
+  const std::uint64_t others = options.num_threads - 1;
+  idle_pauses = static_cast<unsigned>(std::clamp<std::uint64_t>(4 * others * others * others, 4, 1024));
   idle_spin_rounds = 4096 * 4 / idle_pauses;
   for (unsigned i = 0; i < options.num_threads; ++i) {
     workers.push_back(std::make_unique<Worker>(*this, i));

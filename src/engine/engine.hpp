@@ -136,6 +136,12 @@ struct alignas(64) Worker {
   std::uint32_t counted = 0;
   std::uint32_t count_batch = 64;  ///< 64, or 1 with Options::local_counts off
   std::uint64_t rng;
+  /// Throttling (throttle()): spawns that `throttle_parent` may make before its count of unfinished children is
+  /// read again. A stale parent (another body ran here since, or the descriptor was recycled) is read again;
+  /// a recycled descriptor that starts with stale room has no children yet, so the room cannot take it past
+  /// the limit either.
+  Task* throttle_parent = nullptr;
+  std::uint32_t throttle_room = 0;
   unsigned idle_rounds = 0;  ///< rounds of the current idle streak (0: the worker found work since)
   /// Inside a poll of the progress sources made because the worker found no work (not between tasks): a
   /// source may count that time as the worker's idle time.
@@ -582,12 +588,18 @@ inline std::int64_t unfinished_children(const Worker& w, const Task* p) {
 /// Context::event, decremented by fulfill_event; zero again before p completes (its children complete first).
 inline std::atomic<std::int32_t>& held_events(Task* p) { return p->pending; }
 /// Throttling, before p spawns a child: if p has Options::max_tasks unfinished children, runs tasks until half
-/// as many remain. Inline: the test is on every spawn.
-void throttle_wait(Worker& w, Task* p);
+/// as many remain. Inline: the test is on every spawn. It reads p's `alive` (a line the workers that finish
+/// p's children write, a miss on each spawn once many run them) only when the room left by the last reading
+/// is used up (Worker::throttle_room): between readings the count only falls, but for p's own spawns, each of
+/// which takes one spawn of room. (Children that other threads add to p, as flow tasks, taskiter instances or
+/// tasks received from other ranks, count only at the next reading: their own front ends bound them.)
+void throttle_check(Worker& w, Task* p);
 inline void throttle(Worker& w, Task* p) {
-  if (unfinished_children(w, p) + p->unpublished >= static_cast<std::int64_t>(w.engine->options.max_tasks))
-      [[unlikely]]
-    throttle_wait(w, p);
+  if (w.throttle_parent == p && w.throttle_room != 0) [[likely]] {
+    --w.throttle_room;
+    return;
+  }
+  throttle_check(w, p);
 }
 /// Waits (running tasks meanwhile) until every child p has spawned so far has finished.
 void wait_for_children(Worker& w, Task* p);

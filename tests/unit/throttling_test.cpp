@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <weft/weft.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <ostream>
 
 #include "../common/test_util.hpp"
@@ -157,6 +159,81 @@ TEST(ThrottlingMisc, MaxTasksFromEnvironment) {
   });
   EXPECT_EQ(finished.load(), 20000);
   EXPECT_LE(peak.load(), 64);
+}
+
+// On one worker a child runs only when its producer stalls (or waits), so the bound is exact: a producer
+// never has more than max_tasks unfinished children when it spawns. The producer reads its children's count
+// only once per room (engine: throttle_check); the nested producers here take turns on the worker (each
+// child spawns grandchildren while its parent stalls), so each one's room is read again when it resumes. A
+// room too large for its parent, or kept across another parent's spawns, shows as a peak above max_tasks + 1.
+TEST(ThrottlingMisc, ExactBoundOnOneWorkerWithNestedProducers) {
+  constexpr std::int64_t kMax = 8;
+  weft::Runtime rt(opts(1, kMax));
+  constexpr int kChildren = 300, kGrandchildren = 20;
+  std::atomic<std::int64_t> spawned{0}, finished{0}, peak{0};
+  std::atomic<std::int64_t> leaves{0}, leaf_peak{0};
+  rt.run([&](weft::Context& cx) {
+    for (int i = 0; i < kChildren; ++i) {
+      spawned.fetch_add(1, std::memory_order_relaxed);
+      cx.spawn([&](weft::Context& c) {
+        atomic_max(peak, spawned.load() - finished.load());
+        // This child's own children: at most kMax unfinished at each of its spawns.
+        std::int64_t mine_spawned = 0;
+        auto mine_finished = std::make_shared<std::atomic<std::int64_t>>(0);
+        for (int j = 0; j < kGrandchildren; ++j) {
+          ++mine_spawned;
+          atomic_max(leaf_peak, mine_spawned - mine_finished->load());
+          c.spawn([&, mine_finished] {
+            leaves.fetch_add(1, std::memory_order_relaxed);
+            mine_finished->fetch_add(1);
+          });
+        }
+        c.taskwait();
+        finished.fetch_add(1, std::memory_order_relaxed);
+      });
+    }
+  });
+  EXPECT_EQ(finished.load(), kChildren);
+  EXPECT_EQ(leaves.load(), static_cast<std::int64_t>(kChildren) * kGrandchildren);
+  EXPECT_LE(peak.load(), kMax + 1) << "a producer spawned past max_tasks";
+  EXPECT_LE(leaf_peak.load(), kMax + 1) << "a nested producer spawned past max_tasks";
+  EXPECT_GE(peak.load(), kMax) << "the test did not reach the limit";
+  EXPECT_GE(leaf_peak.load(), kMax) << "the test did not reach the limit";
+}
+
+// A producer whose wait runs another producer's spawns, while it still has unfinished children of its own,
+// reads its count again before it spawns on (the room is per parent). One worker: the producer's seven `a`
+// children stay queued while taskwait_on(c) runs `c`. The producer's room is used up by its spawn of `c`, so
+// `c`'s spawn reads `c`'s count and leaves room for `c`; room kept across to the producer would let its next
+// spawns take it to 14 unfinished children.
+TEST(ThrottlingMisc, RoomIsNotSharedBetweenProducers) {
+  constexpr std::int64_t kMax = 8;
+  weft::Runtime rt(opts(1, kMax));
+  std::atomic<std::int64_t> spawned{0}, finished{0};
+  std::int64_t peak = 0;
+  int c = 0;
+  rt.run([&](weft::Context& cx) {
+    auto count_spawn = [&] { peak = std::max(peak, spawned.fetch_add(1) + 1 - finished.load()); };
+    auto spawn_a = [&] {
+      count_spawn();
+      cx.spawn([&] { finished.fetch_add(1); });
+    };
+    for (int i = 0; i < 7; ++i) spawn_a();  // the first reads the count (0): room for 7 more
+    count_spawn();
+    cx.spawn([&](weft::Context& cc) {
+      cc.spawn([] {});
+      cc.taskwait();
+      ++c;
+      finished.fetch_add(1);
+    }, weft::inout(c));
+    cx.taskwait_on(c);
+    EXPECT_EQ(finished.load(), 1) << "the a children were meant to stay queued";
+    for (int i = 0; i < 7; ++i) spawn_a();
+  });
+  EXPECT_EQ(c, 1);
+  EXPECT_EQ(finished.load(), spawned.load());
+  EXPECT_LE(peak, kMax + 1) << "a producer spawned past max_tasks on another producer's room";
+  EXPECT_GE(peak, kMax) << "the test did not reach the limit";
 }
 
 }  // namespace

@@ -49,17 +49,17 @@ inline constexpr std::size_t kInlineBody = 48;  // the descriptor's last cache l
 inline constexpr std::size_t kInlineEdges = 2;
 
 struct alignas(64) Task {
-  // --- written concurrently (by predecessors / children / the finishing worker) ---
+  // --- written concurrently (by predecessors / the finishing worker) ---
   std::atomic<std::uintptr_t> succ_head;  ///< EdgeNode* or kClosed
   std::atomic<std::int32_t> pending;      ///< unfinished predecessors; once running: events its children
                                           ///< hold (engine: held_events)
   std::atomic<bool> cancelled;            ///< failed, or a predecessor failed (then the body is skipped)
   std::uint16_t owner;                    ///< worker whose pool holds this descriptor
   const TaskKind* kind;                   ///< set at creation; fixed once the task is visible to other threads
-  /// (weak nodes not done + completion events not fulfilled) << 32  +  kAliveGuard (while the body runs)
-  /// +  published children - finished children; bit 62: the body sleeps until a child finishes (engine:
-  /// kChildWaiter).
-  std::atomic<std::int64_t> alive;
+  union {
+    Task* mark;                           ///< deps: last successor linked to this task (duplicate-edge test)
+    Task* table_next;                     ///< flow, until submitted: next task of its table bucket
+  };
 
   // --- set once at spawn ---
   Task* parent;
@@ -90,10 +90,11 @@ struct alignas(64) Task {
                                           ///< `extra_edges`); a successor with one is released without an atomic
     std::uint32_t key_hash;               ///< flow, until submitted: bits of its key's hash (src/flow table)
   };
-  union {
-    Task* mark;                           ///< deps: last successor linked to this task (duplicate-edge test)
-    Task* table_next;                     ///< flow, until submitted: next task of its table bucket
-  };
+  /// (weak nodes not done + completion events not fulfilled) << 32  +  kAliveGuard (while the body runs)
+  /// +  published children - finished children; bit 62: the body sleeps until a child finishes (engine:
+  /// kChildWaiter). Written by the workers that finish its children: kept off the first line, which the body's
+  /// thread reads on every spawn (kind), so that with many workers each spawn does not miss on it.
+  std::atomic<std::int64_t> alive;
   Task* retired_next;                     ///< deps: retired list link; pools: free list link
   EdgeNode* extra_edges;                  ///< (0) edge nodes for tasks with > kInlineEdges predecessors
   std::uint8_t n_comm;                    ///< (0)
