@@ -1510,8 +1510,8 @@ bool Cluster::keep_if_early(const comm::Message& m) {
   const std::uint32_t run = run_.load(std::memory_order_relaxed);
   const auto age = static_cast<std::int32_t>(run - m.epoch());
   if (age > 0 || (age == 0 && run != 0 && !running_.load(std::memory_order_relaxed)))
-    comm::abort_job("weft::cluster: rank " + std::to_string(rank) + " got a message (kind " +
-                    std::to_string(m.kind()) + ") of run " + std::to_string(m.epoch()) + " from rank " +
+    comm::abort_job("weft::cluster: rank " + std::to_string(rank) + " got a message (" +
+                    transport.kind_name(m.kind()) + ") of run " + std::to_string(m.epoch()) + " from rank " +
                     std::to_string(m.source()) + " after that run ended here (a protocol error)");
   if (!early(m)) return false;
   Kept k{m.kind(), m.source(), m.epoch(), {m.header().begin(), m.header().end()},

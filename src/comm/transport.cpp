@@ -947,6 +947,12 @@ Kind Transport::register_kind(std::string name, Handler handler) {
   return static_cast<Kind>(k);
 }
 
+std::string Transport::kind_name(Kind kind) const {
+  // acquire: a kind below the count has its name filled (register_kind's release).
+  if (static_cast<unsigned>(kind) < impl_->nkinds_.load(std::memory_order_acquire)) return impl_->kind_names_[kind];
+  return "kind " + std::to_string(static_cast<unsigned>(kind));
+}
+
 void Transport::retire_kind(Kind kind) {
   TokenScope hold(impl_->token_);
   if (kind >= impl_->nkinds_.load(std::memory_order_relaxed)) return;

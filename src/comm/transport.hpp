@@ -159,6 +159,8 @@ class Transport {
   /// line naming it (a protocol error: the client should have waited for its messages), instead of running a
   /// handler whose captures are gone. The id stays taken. Any thread; waits for the token unless in a handler.
   void retire_kind(Kind kind);
+  /// The name a kind was registered with ("kind N" for an id not registered here), for messages. Any thread.
+  std::string kind_name(Kind kind) const;
 
   /// Sends a message; the header and payload are copied before send() returns (a large payload too: use the
   /// overload with `done` to avoid that copy). Any thread, also handlers. The message leaves at a later poll()

@@ -404,6 +404,19 @@ TEST_P(TransportTest, RegisterFromHandler) {
   barrier(t);
 }
 
+// A kind's name, for messages that name a kind (a protocol error); an id not registered says so.
+TEST_P(TransportTest, KindNames) {
+  Transport t(config());
+  Kind a = t.register_kind("alpha", {.deliver = [](const Message&) {}});
+  Kind b = t.register_kind("beta", {.deliver = [](const Message&) {}});
+  EXPECT_EQ(t.kind_name(a), "alpha");
+  EXPECT_EQ(t.kind_name(b), "beta");
+  EXPECT_EQ(t.kind_name(static_cast<Kind>(b + 1)), "kind " + std::to_string(b + 1));
+  t.retire_kind(a);
+  EXPECT_EQ(t.kind_name(a), "alpha");  // a retired kind keeps its id and name
+  barrier(t);
+}
+
 // Registering a kind (which waits for the progress token) and reading the counters while other threads poll
 // back to back: the pollers step aside for the registration, which must not starve.
 TEST_P(TransportTest, RegisterAndStatsWhileOthersPoll) {

@@ -347,8 +347,9 @@ TEST(ClusterDifferential, Policies) {
     if (k_only < 0 || k == k_only) releases += run_programs(configs[k], base, programs(k_only < 0 ? 60 : 600), nullptr);
   // Every rank, after the last run (no message of a run is in flight then).
   releases = weft_mpi_test::sum_all(releases);
-  if (weft::num_nodes() > 1 && weft::node_id() == 0)
+  if (weft::num_nodes() > 1 && weft::node_id() == 0) {
     EXPECT_GT(releases, 0u) << "no weak access was released before its task ended: that path went untested";
+  }
 }
 
 }  // namespace
