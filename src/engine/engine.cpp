@@ -312,10 +312,11 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
   // task pushed by another worker within about a microsecond: at fine grain that latency is paid at every
   // dependency that crosses workers.
   // With a communication thread, work from other ranks comes from that thread, which may share this core
-  // (WEFT_COMM_THREAD=on without a spare one): spin only briefly before yielding to it, or each message would
-  // wait out this spin (measured: 0.5 ms per 8-byte hop). On a core of its own a yield returns at once.
+  // (WEFT_COMM_THREAD=on without a spare one): spin only briefly (about 256 pauses, Engine::progress_spin_rounds)
+  // before yielding to it, or each message would wait out this spin (measured: 0.5 ms per 8-byte hop). On a
+  // core of its own a yield returns at once.
   Engine& e = *w.engine;
-  const unsigned spin = e.progress_worker ? 64 : e.idle_spin_rounds;
+  const unsigned spin = e.progress_worker ? e.progress_spin_rounds : e.idle_spin_rounds;
   unsigned r = ++w.idle_rounds;
   if (r < spin) {
     for (unsigned i = 0; i < e.idle_pauses; ++i) WEFT_PAUSE();
@@ -1006,6 +1007,7 @@ Engine::Engine(const Options& o) : options(o) {
   const std::uint64_t others = options.num_threads - 1;
   idle_pauses = static_cast<unsigned>(std::clamp<std::uint64_t>(4 * others * others * others, 4, 1024));
   idle_spin_rounds = 4096 * 4 / idle_pauses;
+  progress_spin_rounds = std::max(2u, 256 / idle_pauses);
   for (unsigned i = 0; i < options.num_threads; ++i) {
     workers.push_back(std::make_unique<Worker>(*this, i));
     workers.back()->immediate_successor = options.immediate_successor;

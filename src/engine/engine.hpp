@@ -302,6 +302,8 @@ class Engine {
   std::condition_variable sleep_cv;
   /// An idle worker's polling round: pause instructions per round, and rounds before it yields (idle_backoff).
   unsigned idle_pauses = 4, idle_spin_rounds = 4096;
+  /// The same with a communication thread, which may share a worker's core: a short spin (see idle_backoff).
+  unsigned progress_spin_rounds = 64;
 
   /// The communication thread's worker, the last of `workers` (Options::comm_thread), or null: then the workers
   /// poll the progress source themselves. Workers steal from it as from any other; num_workers() omits it.
