@@ -41,6 +41,8 @@ inline constexpr std::size_t kMaxMaxTasks = std::size_t{1} << 24;
 /// Default and largest Options::steal_batch.
 inline constexpr unsigned kDefaultStealBatch = 32;
 inline constexpr unsigned kMaxStealBatch = 1024;
+/// Largest Options::idle_pauses.
+inline constexpr unsigned kMaxIdlePauses = 65536;
 /// Largest Options::lfq_buffer.
 inline constexpr unsigned kMaxLfqBuffer = 1u << 16;
 /// Trace events each worker can hold (ProfileOptions::trace_buffer): default and largest accepted value.
@@ -126,6 +128,13 @@ struct Options {
   /// spread work among themselves instead of all polling one producer. 1: one task per steal.
   /// Environment: WEFT_STEAL_BATCH (default kDefaultStealBatch, 1..kMaxStealBatch).
   unsigned steal_batch = kDefaultStealBatch;
+  /// Idle polling: pause instructions between two looks of an idle worker at the other workers' queues. Fewer
+  /// find a newly queued task sooner; more disturb busy workers less (every look reads their queues' cache
+  /// lines). 0: automatic, 4 (n - 1)^3 for n workers, at most 1024 (4 with two workers, 1024 from eight on;
+  /// BENCHMARKS.md section 38: with 1024 instead of 64 pauses at 16 workers, one producer of fine-grained
+  /// tasks ran 1.5x faster, a Task Bench stencil of 16 us tasks about 9% slower).
+  /// Environment: WEFT_IDLE_PAUSES (default 0, 0..kMaxIdlePauses).
+  unsigned idle_pauses = 0;
   /// Ablation switches (paper comparisons; leave them on): each turns one of the engine's contention measures
   /// off, to measure what it contributes.
   /// local_counts: workers count finished (and newly readied) children in per-worker batches and touch a

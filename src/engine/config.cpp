@@ -90,6 +90,8 @@ Options Options::from_environment() {
     o.max_tasks = static_cast<std::size_t>(parse_integer("WEFT_MAX_TASKS", v, 1, kMaxMaxTasks));
   if (const char* v = std::getenv("WEFT_STEAL_BATCH"))
     o.steal_batch = static_cast<unsigned>(parse_integer("WEFT_STEAL_BATCH", v, 1, kMaxStealBatch));
+  if (const char* v = std::getenv("WEFT_IDLE_PAUSES"))
+    o.idle_pauses = static_cast<unsigned>(parse_integer("WEFT_IDLE_PAUSES", v, 0, kMaxIdlePauses));
   if (const char* v = std::getenv("WEFT_LOCAL_COUNTS")) o.local_counts = parse_flag("WEFT_LOCAL_COUNTS", v);
   if (const char* v = std::getenv("WEFT_BIASED_LOCK")) o.biased_lock = parse_flag("WEFT_BIASED_LOCK", v);
   if (const char* v = std::getenv("WEFT_SCHEDULER")) {
@@ -183,6 +185,9 @@ void Options::validate() const {
   if (steal_batch < 1 || steal_batch > kMaxStealBatch)
     throw config_error("weft: Options::steal_batch=" + std::to_string(steal_batch) + " is invalid: expected 1 to " +
                        std::to_string(kMaxStealBatch));
+  if (idle_pauses > kMaxIdlePauses)
+    throw config_error("weft: Options::idle_pauses=" + std::to_string(idle_pauses) + " is invalid: expected 0 "
+                       "(automatic) to " + std::to_string(kMaxIdlePauses));
   if (scheduler != Scheduler::llp && scheduler != Scheduler::lfq)
     throw config_error("weft: Options::scheduler=" + std::to_string(static_cast<int>(scheduler)) +
                        " is invalid: expected Scheduler::llp or lfq");

@@ -1004,9 +1004,12 @@ Engine::Engine(const Options& o) : options(o) {
   // Task Bench's stencil at fine grain 1.4x (BENCHMARKS.md, 38). A pushed task waits little longer: the
   // n - 1 thieves' polls of one victim come n - 1 times as often as each one's. Two workers keep a short
   // round: one thief polling every 1024 pauses doubled the time of a stencil of 16 us tasks.
+  // Options::idle_pauses sets it.
   const std::uint64_t others = options.num_threads - 1;
-  idle_pauses = static_cast<unsigned>(std::clamp<std::uint64_t>(4 * others * others * others, 4, 1024));
-  idle_spin_rounds = 4096 * 4 / idle_pauses;
+  idle_pauses = options.idle_pauses != 0
+                    ? options.idle_pauses
+                    : static_cast<unsigned>(std::clamp<std::uint64_t>(4 * others * others * others, 4, 1024));
+  idle_spin_rounds = std::max(1u, 4096 * 4 / idle_pauses);
   progress_spin_rounds = std::max(2u, 256 / idle_pauses);
   for (unsigned i = 0; i < options.num_threads; ++i) {
     workers.push_back(std::make_unique<Worker>(*this, i));

@@ -18,7 +18,7 @@ namespace {
 
 const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR",
                              "WEFT_WATCHDOG", "WEFT_COMM_THREAD", "WEFT_STEAL_BATCH", "WEFT_LOCAL_COUNTS", "WEFT_BIASED_LOCK",
-                             "WEFT_SCHEDULER", "WEFT_LFQ_BUFFER"};
+                             "WEFT_SCHEDULER", "WEFT_LFQ_BUFFER", "WEFT_IDLE_PAUSES"};
 
 class Config : public testing::Test {
  protected:
@@ -134,6 +134,31 @@ TEST_F(Config, StealBatch) {
   EXPECT_THROW(o.validate(), weft::config_error);
   o.steal_batch = weft::kMaxStealBatch + 1;
   EXPECT_THROW(o.validate(), weft::config_error);
+}
+
+TEST_F(Config, IdlePauses) {
+  EXPECT_EQ(weft::Options::from_environment().idle_pauses, 0u);  // automatic
+  ::setenv("WEFT_IDLE_PAUSES", "64", 1);
+  EXPECT_EQ(weft::Options::from_environment().idle_pauses, 64u);
+  ::setenv("WEFT_IDLE_PAUSES", std::to_string(weft::kMaxIdlePauses).c_str(), 1);
+  EXPECT_EQ(weft::Options::from_environment().idle_pauses, weft::kMaxIdlePauses);
+  expect_env_error("WEFT_IDLE_PAUSES", "-1");
+  expect_env_error("WEFT_IDLE_PAUSES", "many");
+  expect_env_error("WEFT_IDLE_PAUSES", std::to_string(weft::kMaxIdlePauses + 1).c_str());
+  weft::Options o;
+  o.idle_pauses = weft::kMaxIdlePauses + 1;
+  EXPECT_THROW(o.validate(), weft::config_error);
+  // Any setting runs tasks (a round of one pause, and the largest one).
+  for (unsigned p : {1u, weft::kMaxIdlePauses}) {
+    weft::Options r = opts(2);
+    r.idle_pauses = p;
+    weft::Runtime rt(r);
+    std::atomic<int> done{0};
+    rt.run([&](weft::Context& cx) {
+      for (int i = 0; i < 1000; ++i) cx.spawn([&] { done.fetch_add(1); });
+    });
+    EXPECT_EQ(done.load(), 1000) << p;
+  }
 }
 
 TEST_F(Config, AblationSwitches) {
