@@ -1727,7 +1727,7 @@ ClusterAccess& Cluster::named_access(const comm::Message& m, std::uint64_t id, s
   Task* t = reinterpret_cast<Task*>(id);  // alive: its done message comes after this one
   ClusterTask& c = *t->cluster;
   if (index >= c.n_acc)
-    comm::abort_job("weft::cluster: a malformed message (kind " + std::to_string(m.kind()) + ") from rank " +
+    comm::abort_job("weft::cluster: a malformed message (" + transport.kind_name(m.kind()) + ") from rank " +
                     std::to_string(m.source()));
   return c.acc[index];
 }

@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -120,34 +121,36 @@ TEST_F(Config, BadMaxTasks) {
   expect_env_error("WEFT_MAX_TASKS", std::to_string(weft::kMaxMaxTasks + 1).c_str());
 }
 
-TEST_F(Config, StealBatch) {
-  EXPECT_EQ(weft::Options::from_environment().steal_batch, weft::kDefaultStealBatch);
-  ::setenv("WEFT_STEAL_BATCH", "1", 1);
-  EXPECT_EQ(weft::Options::from_environment().steal_batch, 1u);
-  ::setenv("WEFT_STEAL_BATCH", std::to_string(weft::kMaxStealBatch).c_str(), 1);
-  EXPECT_EQ(weft::Options::from_environment().steal_batch, weft::kMaxStealBatch);
-  expect_env_error("WEFT_STEAL_BATCH", "0");
-  expect_env_error("WEFT_STEAL_BATCH", "half");
-  expect_env_error("WEFT_STEAL_BATCH", std::to_string(weft::kMaxStealBatch + 1).c_str());
+// An unsigned option read from `var`: `dflt` when unset; `lo` and `hi` accepted; below `lo` (or a negative
+// number), a word and above `hi` rejected with an error naming the variable; validate() rejects the same.
+void expect_unsigned_option(const char* var, unsigned weft::Options::*field, unsigned dflt, unsigned lo, unsigned hi,
+                            const char* word) {
+  EXPECT_EQ(weft::Options::from_environment().*field, dflt) << var;
+  for (unsigned v : {lo, hi}) {
+    ::setenv(var, std::to_string(v).c_str(), 1);
+    EXPECT_EQ(weft::Options::from_environment().*field, v) << var;
+  }
+  expect_env_error(var, lo > 0 ? std::to_string(lo - 1).c_str() : "-1");
+  expect_env_error(var, word);
+  expect_env_error(var, std::to_string(std::uint64_t{hi} + 1).c_str());
   weft::Options o;
-  o.steal_batch = 0;
-  EXPECT_THROW(o.validate(), weft::config_error);
-  o.steal_batch = weft::kMaxStealBatch + 1;
-  EXPECT_THROW(o.validate(), weft::config_error);
+  o.*field = hi + 1;
+  EXPECT_THROW(o.validate(), weft::config_error) << var;
+  if (lo > 0) {
+    o.*field = lo - 1;
+    EXPECT_THROW(o.validate(), weft::config_error) << var;
+  }
+}
+
+TEST_F(Config, StealBatch) {
+  expect_unsigned_option("WEFT_STEAL_BATCH", &weft::Options::steal_batch, weft::kDefaultStealBatch, 1,
+                         weft::kMaxStealBatch, "half");
 }
 
 TEST_F(Config, IdlePauses) {
-  EXPECT_EQ(weft::Options::from_environment().idle_pauses, 0u);  // automatic
-  ::setenv("WEFT_IDLE_PAUSES", "64", 1);
-  EXPECT_EQ(weft::Options::from_environment().idle_pauses, 64u);
-  ::setenv("WEFT_IDLE_PAUSES", std::to_string(weft::kMaxIdlePauses).c_str(), 1);
-  EXPECT_EQ(weft::Options::from_environment().idle_pauses, weft::kMaxIdlePauses);
-  expect_env_error("WEFT_IDLE_PAUSES", "-1");
-  expect_env_error("WEFT_IDLE_PAUSES", "many");
-  expect_env_error("WEFT_IDLE_PAUSES", std::to_string(weft::kMaxIdlePauses + 1).c_str());
-  weft::Options o;
-  o.idle_pauses = weft::kMaxIdlePauses + 1;
-  EXPECT_THROW(o.validate(), weft::config_error);
+  expect_unsigned_option("WEFT_IDLE_PAUSES", &weft::Options::idle_pauses, 0 /* automatic */, 0, weft::kMaxIdlePauses,
+                         "many");
+  ::unsetenv("WEFT_IDLE_PAUSES");
   // Any setting runs tasks (a round of one pause, and the largest one).
   for (unsigned p : {1u, weft::kMaxIdlePauses}) {
     weft::Options r = opts(2);

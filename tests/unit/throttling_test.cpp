@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <memory>
 #include <ostream>
 
 #include "../common/test_util.hpp"
@@ -179,13 +178,13 @@ TEST(ThrottlingMisc, ExactBoundOnOneWorkerWithNestedProducers) {
         atomic_max(peak, spawned.load() - finished.load());
         // This child's own children: at most kMax unfinished at each of its spawns.
         std::int64_t mine_spawned = 0;
-        auto mine_finished = std::make_shared<std::atomic<std::int64_t>>(0);
+        std::atomic<std::int64_t> mine_finished{0};  // outlives its readers: they end before the taskwait
         for (int j = 0; j < kGrandchildren; ++j) {
           ++mine_spawned;
-          atomic_max(leaf_peak, mine_spawned - mine_finished->load());
-          c.spawn([&, mine_finished] {
+          atomic_max(leaf_peak, mine_spawned - mine_finished.load());
+          c.spawn([&] {
             leaves.fetch_add(1, std::memory_order_relaxed);
-            mine_finished->fetch_add(1);
+            mine_finished.fetch_add(1);
           });
         }
         c.taskwait();
