@@ -9,8 +9,14 @@
 //   - transfer: a 1 MiB block written by a task on rank 1 and read by a task on rank 0 (fetched: lazy), and one
 //     held by rank 0 read on rank 1 (sent with the task: eager), against a raw MPI transfer of 1 MiB.
 // Each number is the median of --reps runs, the columns interleaved within each repetition.
+// On 3 ranks it measures instead a hop between two ranks that did not spawn the tasks (paper 004's Fig. 4): a
+// chain of tasks on ranks 1 and 2 in turn, spawned on rank 0, the predecessor's rank reporting each end straight
+// to the successor's (Options::direct_satisfy, a link satisfy message with the datum) against the same chain
+// through rank 0 (a done message to rank 0, then the next task's message from it), a Runtime of each kind in
+// turn in each repetition.
 //
 //   mpirun -np 2 weft-bench-cluster [--reps=R] [--hops=N] [--tasks=N]
+//   mpirun -np 3 --oversubscribe weft-bench-cluster [--reps=R] [--hops=N]
 // In a container add --mca btl_vader_single_copy_mechanism none (see tests/mpi/CMakeLists.txt).
 #include <mpi.h>
 #include <weft/cluster.hpp>
@@ -71,6 +77,58 @@ int parse(const char* a, const char* key, int lo) {
   return static_cast<int>(v);
 }
 
+// Seconds per hop of a chain of `hops` tasks on ranks 1 and 2 in turn (spawned here, on rank 0); false in `ok`
+// if the datum's count is wrong.
+double third_rank_hop(bool direct, int hops, bool& ok, weft::ClusterStats& stats) {
+  weft::Options o = weft::Options::from_environment();
+  o.num_threads = 1;
+  o.cluster = true;
+  o.direct_satisfy = direct;
+  weft::Runtime rt(o);
+  std::int64_t* x = nullptr;
+  rt.run([&](weft::Context& cx) {
+    x = weft::dmalloc<std::int64_t>(1);
+    cx.spawn([x] { *x = 0; }, weft::out(*x), weft::node(2));
+  });
+  const double t = now();
+  rt.run([&](weft::Context& cx) {
+    for (int i = 0; i < hops; ++i) cx.spawn([x] { ++*x; }, weft::inout(*x), weft::node(1 + i % 2));
+    cx.taskwait_on(*x);
+  });
+  const double per_hop = (now() - t) / hops;
+  if (weft::node_id() == 0) ok &= *x == hops;
+  stats = rt.cluster_stats();
+  rt.run([&](weft::Context&) { weft::dfree(x); });
+  return per_hop;
+}
+
+int third_rank_main(const Args& a, int me) {
+  std::vector<double> direct, through;
+  bool ok = true;
+  weft::ClusterStats sd, st;
+  for (int r = 0; r < a.reps; ++r) {
+    direct.push_back(third_rank_hop(true, a.hops, ok, sd));
+    through.push_back(third_rank_hop(false, a.hops, ok, st));
+  }
+  if (me != 0) return 0;
+  const auto us = [](double s) { return s * 1e6; };
+  std::printf("# weft-bench-cluster: 3 ranks x 1 worker, median of %d runs, interleaved\n", a.reps);
+  std::printf("%-52s %12s %12s %8s\n", "hop between ranks 1 and 2, tasks spawned on rank 0", "direct", "via rank 0",
+              "ratio");
+  std::printf("%-52s %10.2f us %10.2f us %7.2fx\n", "8 B datum, inout, chain of tasks on ranks 1, 2, 1, ...",
+              us(median(direct)), us(median(through)), median(direct) / median(through));
+  for (const auto& [name, s] : {std::pair{"direct", sd}, std::pair{"via rank 0", st}})
+    std::printf("rank 0, %s (last run): tasks offloaded %llu (linked %llu, to a third rank %llu), control messages "
+                "%llu (task %llu, done %llu, connect %llu, link satisfy %llu, fetch %llu)\n",
+                name, (unsigned long long)s.tasks_offloaded, (unsigned long long)s.tasks_linked,
+                (unsigned long long)s.tasks_linked_remotely, (unsigned long long)s.control_messages,
+                (unsigned long long)s.task_messages, (unsigned long long)s.done_messages,
+                (unsigned long long)s.connect_messages, (unsigned long long)s.link_satisfy_messages,
+                (unsigned long long)s.fetch_messages);
+  std::printf("check: %s\n", ok ? "the chain's count is right" : "WRONG chain count");
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,8 +149,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (size == 3) {
+    const int rc = third_rank_main(a, me);
+    MPI_Finalize();
+    return rc;
+  }
   if (size != 2) {
-    if (me == 0) std::fprintf(stderr, "weft-bench-cluster: run it on 2 ranks (mpirun -np 2)\n");
+    if (me == 0) std::fprintf(stderr, "weft-bench-cluster: run it on 2 ranks (mpirun -np 2), or 3\n");
     MPI_Finalize();
     return 2;
   }

@@ -134,11 +134,14 @@ struct ClusterStats {
   /// of which: sent by the spawning thread when they were spawned (their rank known then: weft::node, or the
   /// locality policy), not when they became ready ...
   std::uint64_t tasks_offloaded_at_spawn = 0;
-  /// ... and of those: sent before their predecessors had ended, all of which run on the same process, which
-  /// orders the task after them (no message between a predecessor's end and the task's start)
+  /// ... and of those: sent before their predecessors had ended, each of which was sent to another process
+  /// already (no message through this one between a predecessor's end and the task's start) ...
   std::uint64_t tasks_linked = 0;
+  /// ... of which: with a predecessor on a third process, which tells the task's process directly when it ends
+  /// (Options::direct_satisfy)
+  std::uint64_t tasks_linked_remotely = 0;
   std::uint64_t tasks_received = 0;       ///< tasks other processes offloaded here
-  std::uint64_t control_messages = 0;     ///< messages sent that carry no data: the seven kinds below
+  std::uint64_t control_messages = 0;     ///< messages sent that carry no data: the nine kinds below
   std::uint64_t task_messages = 0;        ///< of which: a task sent to its executor
   std::uint64_t done_messages = 0;        ///<   a task reported done to its creator
   std::uint64_t satisfy_messages = 0;     ///<   a weak access's data ready, sent after its task
@@ -148,6 +151,12 @@ struct ClusterStats {
   /// a weak access of a received task that none of its children touches: its data need not come (paper 004's
   /// "no eager send"; sent only with eager transfers, before the access's satisfy message came)
   std::uint64_t no_eager_messages = 0;
+  /// a task linked remotely: its creator asks the process of a predecessor to report the predecessor's end to
+  /// the task's process
+  std::uint64_t connect_messages = 0;
+  /// that report (paper 004's satisfiability message, from the predecessor's process to the successor's; sent
+  /// by the creator instead when the predecessor had ended before the connect message came)
+  std::uint64_t link_satisfy_messages = 0;
   std::uint64_t fetch_messages = 0;       ///<   a request for data
   std::uint64_t end_messages = 0;         ///<   the begin and the end of a run (rank 0, to each other rank)
   std::uint64_t data_messages = 0;        ///< messages sent carrying data

@@ -184,6 +184,12 @@ struct Options {
   /// the message that tells the task its data is ready (its children then find it there). Environment:
   /// WEFT_EAGER=1|0 (default 1).
   bool eager_transfers = true;
+  /// Cluster: a task whose predecessor runs on a third process (neither the one that spawns the task nor the
+  /// one the task goes to) is sent when it is spawned, and the predecessor's process reports the predecessor's
+  /// end straight to the task's process, with the data when eager (paper 004's satisfiability message), instead
+  /// of through the spawning process. Off: such a task waits on the spawning process and is sent when it is
+  /// ready. Environment: WEFT_DIRECT_SATISFY=1|0 (default 1).
+  bool direct_satisfy = true;
   /// Cluster: bytes of virtual address space reserved on every process at the same address for weft::dmalloc
   /// (half) and weft::lmalloc (the other half, split among the processes). Only what is touched takes memory.
   /// Environment: WEFT_CLUSTER_MEMORY=bytes, with an optional K, M, G or T suffix (default 64G; 1M ..

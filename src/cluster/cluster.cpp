@@ -26,15 +26,22 @@
 //
 // Sent at spawn, and links (the paper's namespace). A task whose rank is known when it is spawned (weft::node, or
 // the locality policy) is sent by the spawning thread then (executor_at_spawn), not by a worker when it is
-// ready. If it still has unfinished predecessors, and each is a task already sent to that same rank, the task
-// message names them (links, by the creator's number for their task messages): the executor links the task
-// after them there, as siblings in its namespace, so that a predecessor's end starts the task with no message
-// on the way (the done message to the creator and a task message back cost about 7 MPI latencies). The
-// creator still registers the task, after the same predecessors: it completes there when the done message
-// comes (the executor reports a predecessor done before it starts the successor, so the creator's cells see
-// them in order). A linked access's holders are the predecessors' when they end; one that ended before the
-// task arrived left the data on that rank, unless it failed or a child wrote the datum elsewhere
-// (ended_tasks_).
+// ready. If it still has unfinished predecessors, and each is a task already sent to another rank, the task
+// message names them (links, by the creator's number for their task messages). A predecessor sent to the same
+// rank: the executor links the task after it there, as siblings in its namespace, so that the predecessor's
+// end starts the task with no message on the way (the done message to the creator and a task message back cost
+// about 7 MPI latencies). A linked access's holders are the predecessors' when they end; one that ended before
+// the task arrived left the data on that rank, unless it failed or a child wrote the datum elsewhere
+// (ended_tasks_). A predecessor on a third rank (remote link, paper 004's Fig. 4): the creator sends that rank a
+// connect message, and when the predecessor ends there, its rank sends the task's rank a link satisfy message
+// (where the datum is, whether the predecessor failed) followed by the bytes when eager, with no message through
+// the creator. If the predecessor had ended when the connect message came, its done message does not name the
+// successor, and the creator sends the link satisfy message itself (on_done): either way exactly one. A link
+// satisfy message that comes before its task message waits for it (early_links_). The creator still registers
+// the task, after the same predecessors: it completes there when the done message comes and its predecessors
+// there have completed. A done message's locations reach the parent's cells only then (complete), so the cells
+// see the tasks in their order even when a successor's done message overtakes its predecessor's (from two
+// ranks).
 //
 // Weak accesses. A task with weak accesses is ready at once and offloaded early. Its weak node here completes
 // when the datum's predecessors have finished (weak_ready): the current holders then go to the executor in a
@@ -55,18 +62,21 @@
 //
 // Messages (per pair of ranks, the transport keeps their order): task (creator -> executor: the accesses, their
 // holders where known, links, the body's bytes and code address), done (executor -> creator: final holders of
-// each access, the error), release (executor -> creator: one weak access's final holders, before its task
-// ends), no-eager (executor -> creator: no child needs a weak access's bytes), satisfy (creator -> executor: a
-// weak access's holders), fetch (a rank that needs a datum -> a holder), data (the bytes: the reply to a fetch,
-// or sent eagerly after a task or satisfy message by a creator that holds them; placed straight at the datum's
-// address), begin (rank 0 -> all, after the run's changes to the common address space), end (rank 0 -> all:
-// the run is over). Every message carries its run's number (the transport's epoch field): a rank that has not
-// begun that run yet keeps it until it does, and one from a rank other than 0 until rank 0's begin has come (so
-// that memory freed and allocated anew is dropped first everywhere).
+// each access, the remote successors told directly, the error), connect (creator -> a predecessor's executor:
+// tell a successor's rank when it ends), link satisfy (that rank, or the creator -> the successor's rank: where
+// the datum is; its bytes may follow), release (executor -> creator: one weak access's final holders, before
+// its task ends), no-eager (executor -> creator: no child needs a weak access's bytes), satisfy (creator ->
+// executor: a weak access's holders), fetch (a rank that needs a datum -> a holder), data (the bytes: the reply
+// to a fetch, or sent eagerly after a task, satisfy or link satisfy message by a rank that holds them; placed
+// straight at the datum's address), begin (rank 0 -> all, after the run's changes to the common address space),
+// end (rank 0 -> all: the run is over). Every message carries its run's number (the transport's epoch field): a
+// rank that has not begun that run yet keeps it until it does, and one from a rank other than 0 until rank 0's
+// begin has come (so that memory freed and allocated anew is dropped first everywhere).
 //
 // Runs. Rank 0 calls the program's function; the others wait, serving tasks, until rank 0's end message. A run on
 // rank 0 ends only after every offloaded task reported done, and every transfer a task waited for arrived before
-// that task ran, so when rank 0 sends end, no message of the run is in flight but the ends themselves.
+// that task ran, so when rank 0 sends end, no message of the run is in flight but the ends themselves, and
+// connect messages from creators other than rank 0 whose predecessor had ended: dropped where they come late.
 #include "cluster/cluster.hpp"
 
 #include <pthread.h>
@@ -238,14 +248,40 @@ struct WireLocation {  // per access, in a done message's payload
   std::uint32_t unused = 0;
 };
 struct WireLink {
-  std::uint64_t pred_seq;  // a task the same creator sent to this executor earlier
+  std::uint64_t pred_seq;  // a task the same creator sent earlier, to this executor or (remote) to another
   std::uint32_t access;    // the access of this task that waits for it
+  std::uint32_t remote;    // 1: it runs on another rank, which says when it ends (a link satisfy message)
+};
+struct WireServed {  // in a done message: a successor on another rank told directly of the task's end (on_done)
+  std::uint64_t succ_seq;
+  std::uint32_t succ_access;
   std::uint32_t unused = 0;
 };
-struct WireDone {
+struct WireDone {  // payload: n_acc WireLocation, n_served WireServed, the error's text
   std::uint64_t id;
   std::uint32_t n_acc;
   std::uint32_t error_size;
+  std::uint32_t n_served;
+  std::uint32_t unused = 0;
+};
+struct WireConnect {  // creator -> a predecessor's executor: tell `dest` when it ends (see executor_at_spawn)
+  std::uint64_t pred_seq;
+  std::uint64_t succ_seq;
+  std::uint64_t address;
+  std::uint64_t bytes;
+  std::int32_t dest;
+  std::uint32_t succ_access;
+  std::uint8_t mode;  // the successor's access (eager data for what it reads)
+};
+struct WireLinkSatisfy {  // a predecessor's executor (or the creator) -> a successor's: its access may go on
+  std::uint64_t succ_seq;
+  std::uint64_t address;
+  std::int32_t creator;  // names the successor with succ_seq
+  std::uint32_t succ_access;
+  Holders holders;       // with the successor's rank named already when the bytes follow (eager)
+  Version version;
+  std::uint8_t eager;
+  std::uint8_t failed;   // the predecessor failed or was cancelled: so is the successor
 };
 struct WireSatisfy {
   std::uint64_t seq;
@@ -368,7 +404,8 @@ class Cluster final : public Engine::Service {
   ClusterTask root_state;  // the directory of the runs' roots (data locations outlive a run)
 
   // Counters (ClusterStats; messages by kind: the transport's).
-  std::atomic<std::uint64_t> offloaded{0}, offloaded_at_spawn{0}, linked{0}, received{0}, bytes_eager{0}, bytes_lazy{0}, flushes{0};
+  std::atomic<std::uint64_t> offloaded{0}, offloaded_at_spawn{0}, linked{0}, linked_remotely{0}, received{0},
+      bytes_eager{0}, bytes_lazy{0}, flushes{0};
   std::atomic<std::uint64_t> data_wait_ns{0}, flush_wait_ns{0};
   ClusterStats stats() const;
   std::uint64_t counters_id = 0;  // the profile's "cluster" section
@@ -397,20 +434,37 @@ class Cluster final : public Engine::Service {
 
   int choose_executor(ClusterTask& c);
   /// A link of a task sent at spawn: its access `access` waits for the task the creator numbered `pred_seq`,
-  /// which runs on the same executor.
+  /// which runs on `executor`.
   struct SpawnLink {
     std::uint32_t access;
     std::uint64_t pred_seq;
+    int executor;
   };
-  /// The locality policy's rank for c; with `links`, their accesses' data counted on `predicted` (where their
-  /// predecessors run and leave it).
-  int locality_choice(const ClusterTask& c, const std::vector<SpawnLink>* links, int predicted);
+  /// The locality policy's rank for c; with `links`, their accesses' data counted where their predecessors run
+  /// (and leave it).
+  int locality_choice(const ClusterTask& c, const std::vector<SpawnLink>* links);
   /// The executor of a task being spawned, if it can be offloaded now: it has no unfinished predecessor and
-  /// goes to another rank; or each unfinished predecessor is a task already sent to one rank, which orders the
-  /// task after them there (the paper's namespace: no message on the path from one to the other), and the task
-  /// goes there anyway (its node clause, or the locality policy counting their data there). -1 otherwise.
-  /// Fills `links`.
+  /// goes to another rank; or each unfinished predecessor is a task already sent to another rank (with strong
+  /// accesses to the datum), and the task goes to a rank other than this one (its node clause, or the locality
+  /// policy counting the predecessors' data where they run). A predecessor on that same rank orders the task
+  /// there (the paper's namespace: no message on the path from one to the other); one on a third rank is told
+  /// to report its end straight to the task's rank (a connect message, then a link satisfy message: paper
+  /// 004's satisfiability from the predecessor's node to the successor's; Options::direct_satisfy), which it
+  /// does unless it has ended when the connect message comes: then this rank, on its done message (on_done).
+  /// -1 otherwise. Fills `links`; with remote ones, numbers the task (c.seq) and notes them in in_flight_.
   int executor_at_spawn(Task* p, ClusterTask& c, std::vector<SpawnLink>& links);
+  /// After the registration of a task sent at spawn: the connect messages of its remote links.
+  void send_connects(const ClusterTask& c, const std::vector<SpawnLink>& links);
+  /// Its registration failed: its remote links are forgotten (one that on_done served already told its rank of
+  /// a task that never comes: kept there until the run ends, harmless).
+  void forget_links(std::uint64_t succ_seq, const std::vector<SpawnLink>& links);
+  /// Tells `dest` that access `access` of the task `creator` numbered `succ_seq` may go on: the datum is version
+  /// v at v.holders, with its bytes from here when sends_eagerly (mode: that access's) and not `failed`.
+  void send_link_satisfy(int dest, int creator, std::uint64_t succ_seq, std::uint32_t access, AccessMode mode,
+                         const void* address, std::size_t bytes, Seen v, bool failed);
+  /// Applies a link satisfy message to the received task t and, with `count`, takes it off t's count of
+  /// predecessors: true if t is ready now. Under received_m_.
+  bool apply_link_satisfy_locked(Task* t, const WireLinkSatisfy& s, bool count);
   /// Sends t to c.executor: the task message, then what must follow it (satisfy messages of weak accesses
   /// satisfied meanwhile, eager data). Destroys the body (its bytes travel).
   void send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& links);
@@ -465,6 +519,8 @@ class Cluster final : public Engine::Service {
   void on_satisfy(const comm::Message& m);
   void on_release(const comm::Message& m);
   void on_no_eager(const comm::Message& m);
+  void on_connect(const comm::Message& m);
+  void on_link_satisfy(const comm::Message& m);
   /// Access `index` of the task this rank offloaded as descriptor `id`, named by a message m from its executor.
   ClusterAccess& named_access(const comm::Message& m, std::uint64_t id, std::uint32_t index);
   /// One of a received weak access's node's two events (its satisfy message, the arrival of its eager bytes).
@@ -483,12 +539,14 @@ class Cluster final : public Engine::Service {
   void dispatch_kept();
   void on_region(const comm::Message& m);
   void dispatch(comm::Kind k, const comm::Message& m);
+  using Handler = void (Cluster::*)(const comm::Message&);
+  std::vector<Handler> handlers_;  // by kind (dispatch)
 
   static std::size_t poll_source(void* self) noexcept;
   static ProgressDemand source_demand(void* self) noexcept;
 
   comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0,
-             k_dump_ = 0, k_begin_ = 0, k_release_ = 0, k_no_eager_ = 0;
+             k_dump_ = 0, k_begin_ = 0, k_release_ = 0, k_no_eager_ = 0, k_connect_ = 0, k_link_satisfy_ = 0;
   // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
   // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
   double watchdog_ = 0;
@@ -557,6 +615,10 @@ class Cluster final : public Engine::Service {
     std::vector<Moved> moved;  // written, and held elsewhere only
   };
   std::unordered_map<std::uint64_t, Ended> ended_tasks_;
+  // Link satisfy messages for tasks whose task message has not come yet (they come from another rank than the
+  // creator, or from the creator before the task message, see divert_spawn): received_key -> the messages.
+  // Taken by on_task. Under received_m_; emptied at the end of a run.
+  std::unordered_map<std::uint64_t, std::vector<WireLinkSatisfy>> early_links_;
   static std::uint64_t received_key(int creator, std::uint64_t seq) {
     return (static_cast<std::uint64_t>(creator) << 56) ^ seq;
   }
@@ -567,6 +629,17 @@ class Cluster final : public Engine::Service {
     int executor;
     std::uint64_t seq;
     bool sent;
+    /// Tasks sent at spawn to another rank with a remote link to this one (executor_at_spawn): told of its end
+    /// by its executor, or by on_done if that rank had no connect message for them when it ended.
+    struct RemoteLink {
+      int dest;
+      std::uint64_t succ_seq;
+      std::uint32_t access;
+      AccessMode mode;
+      const void* address;
+      std::size_t bytes;
+    };
+    std::vector<RemoteLink> remote;
   };
   std::mutex flight_m_;
   std::unordered_map<const Task*, InFlight> in_flight_;
@@ -648,23 +721,30 @@ Cluster::Cluster(Engine& e) : engine(e) {
   if (size > 64)
     throw std::runtime_error("weft: a cluster runs on at most 64 processes (this job has " + std::to_string(size) +
                              ")");
-  auto h = [this](void (Cluster::*f)(const comm::Message&)) {
-    return comm::Handler{.deliver = [this, f](const comm::Message& m) {
+  // Each kind's handler, called at once or, for a message of a run this rank has not begun, when it begins
+  // (keep_if_early, dispatch_kept): one table for both.
+  auto reg = [this](const char* name, Handler f, bool places = false) {
+    comm::Handler h{.deliver = [this, f](const comm::Message& m) {
       if (!keep_if_early(m)) (this->*f)(m);
     }};
+    if (places) h.place = [this](const comm::Message& m) { return place_data(m); };
+    const comm::Kind k = transport.register_kind(name, std::move(h));
+    if (handlers_.size() <= k) handlers_.resize(k + 1, nullptr);
+    handlers_[k] = f;
+    return k;
   };
-  k_task_ = transport.register_kind("weft.cluster.task", h(&Cluster::on_task));
-  k_done_ = transport.register_kind("weft.cluster.done", h(&Cluster::on_done));
-  k_satisfy_ = transport.register_kind("weft.cluster.satisfy", h(&Cluster::on_satisfy));
-  k_release_ = transport.register_kind("weft.cluster.release", h(&Cluster::on_release));
-  k_no_eager_ = transport.register_kind("weft.cluster.no_eager", h(&Cluster::on_no_eager));
-  k_fetch_ = transport.register_kind("weft.cluster.fetch", h(&Cluster::on_fetch));
-  comm::Handler data = h(&Cluster::on_data);
-  data.place = [this](const comm::Message& m) { return place_data(m); };
-  k_data_ = transport.register_kind("weft.cluster.data", std::move(data));
-  k_end_ = transport.register_kind("weft.cluster.end", h(&Cluster::on_end));
-  k_begin_ = transport.register_kind("weft.cluster.begin", h(&Cluster::on_begin));
-  k_region_ = transport.register_kind("weft.cluster.region", h(&Cluster::on_region));
+  k_task_ = reg("weft.cluster.task", &Cluster::on_task);
+  k_done_ = reg("weft.cluster.done", &Cluster::on_done);
+  k_satisfy_ = reg("weft.cluster.satisfy", &Cluster::on_satisfy);
+  k_release_ = reg("weft.cluster.release", &Cluster::on_release);
+  k_no_eager_ = reg("weft.cluster.no_eager", &Cluster::on_no_eager);
+  k_connect_ = reg("weft.cluster.connect", &Cluster::on_connect);
+  k_link_satisfy_ = reg("weft.cluster.link_satisfy", &Cluster::on_link_satisfy);
+  k_fetch_ = reg("weft.cluster.fetch", &Cluster::on_fetch);
+  k_data_ = reg("weft.cluster.data", &Cluster::on_data, true);
+  k_end_ = reg("weft.cluster.end", &Cluster::on_end);
+  k_begin_ = reg("weft.cluster.begin", &Cluster::on_begin);
+  k_region_ = reg("weft.cluster.region", &Cluster::on_region);
   // The watchdog's request for this rank's view (any run: the asking rank is about to end the job).
   k_dump_ = transport.register_kind("weft.cluster.watchdog", {.deliver = [this](const comm::Message& m) {
                                       std::fprintf(stderr, "%s (asked by rank %d)\n", view().c_str(), m.source());
@@ -704,6 +784,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
     count("tasks_offloaded", s.tasks_offloaded);
     count("tasks_offloaded_at_spawn", s.tasks_offloaded_at_spawn);
     count("tasks_linked", s.tasks_linked);
+    count("tasks_linked_remotely", s.tasks_linked_remotely);
     count("tasks_received", s.tasks_received);
     count("control_messages", s.control_messages);
     count("task_messages", s.task_messages);
@@ -711,6 +792,8 @@ Cluster::Cluster(Engine& e) : engine(e) {
     count("satisfy_messages", s.satisfy_messages);
     count("release_messages", s.release_messages);
     count("no_eager_messages", s.no_eager_messages);
+    count("connect_messages", s.connect_messages);
+    count("link_satisfy_messages", s.link_satisfy_messages);
     count("fetch_messages", s.fetch_messages);
     count("end_messages", s.end_messages);
     count("data_messages", s.data_messages);
@@ -733,6 +816,7 @@ ClusterStats Cluster::stats() const {
   st.tasks_offloaded = offloaded.load(std::memory_order_relaxed);
   st.tasks_offloaded_at_spawn = offloaded_at_spawn.load(std::memory_order_relaxed);
   st.tasks_linked = linked.load(std::memory_order_relaxed);
+  st.tasks_linked_remotely = linked_remotely.load(std::memory_order_relaxed);
   st.tasks_received = received.load(std::memory_order_relaxed);
   const comm::TransportStats t = transport.stats();
   auto sent = [&](comm::Kind k) { return k < t.kinds.size() ? t.kinds[k].messages_sent : 0; };
@@ -742,9 +826,12 @@ ClusterStats Cluster::stats() const {
   st.release_messages = sent(k_release_);
   st.no_eager_messages = sent(k_no_eager_);
   st.fetch_messages = sent(k_fetch_);
+  st.connect_messages = sent(k_connect_);
+  st.link_satisfy_messages = sent(k_link_satisfy_);
   st.end_messages = sent(k_end_) + sent(k_begin_);
   st.control_messages = st.task_messages + st.done_messages + st.satisfy_messages + st.release_messages +
-                        st.no_eager_messages + st.fetch_messages + st.end_messages;
+                        st.no_eager_messages + st.connect_messages + st.link_satisfy_messages + st.fetch_messages +
+                        st.end_messages;
   st.data_messages = sent(k_data_);
   st.bytes_eager = bytes_eager.load(std::memory_order_relaxed);
   st.bytes_lazy = bytes_lazy.load(std::memory_order_relaxed);
@@ -849,16 +936,26 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
   }
   t->cluster = c.get();
   t->kind = &kClusterTask;  // before registration: once linked, a predecessor may run it
+  const std::uint64_t seq = c->seq;
   try {
     register_and_schedule(w, p, t, acc, n, attrs);  // on failure t is gone, and c with it
   } catch (...) {
-    if (at_spawn >= 0) held_events(p).fetch_sub(1, std::memory_order_relaxed);
+    if (at_spawn >= 0) {
+      held_events(p).fetch_sub(1, std::memory_order_relaxed);
+      if (seq) forget_links(seq, links);
+    }
     throw;
   }
   ClusterTask& cs = *c.release();
   // Sent after registration (which sets its priority and label); until then nothing here waits for it (its
   // completion needs the done message).
   if (at_spawn >= 0) {
+    // The connect messages first: t may end as soon as its message is out (and cs go with it). A link satisfy
+    // message that overtakes the task message waits for it on its rank (early_links_).
+    if (seq) {
+      send_connects(cs, links);
+      linked_remotely.fetch_add(1, std::memory_order_relaxed);
+    }
     send_task(t, cs, links);
     offloaded_at_spawn.fetch_add(1, std::memory_order_relaxed);
     if (!links.empty()) linked.fetch_add(1, std::memory_order_relaxed);
@@ -872,8 +969,8 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
 }
 
 int Cluster::executor_at_spawn(Task* p, ClusterTask& c, std::vector<SpawnLink>& links) {
-  thread_local std::vector<Task*> preds;
-  int exec = -1;
+  thread_local std::vector<Task*> preds, linked_preds;  // linked_preds[k]: the predecessor of links[k]
+  linked_preds.clear();
   std::lock_guard<std::mutex> g(flight_m_);
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
     const ClusterAccess& a = c.acc[i];
@@ -884,25 +981,58 @@ int Cluster::executor_at_spawn(Task* p, ClusterTask& c, std::vector<SpawnLink>& 
       // A predecessor that is not an offloaded task whose message is out (a local one, one still waiting to
       // be offloaded, or one whose done message was handled meanwhile): the usual way.
       auto it = in_flight_.find(pred);
-      if (it == in_flight_.end() || !it->second.sent || (exec >= 0 && it->second.executor != exec)) return -1;
+      if (it == in_flight_.end() || !it->second.sent) return -1;
       // A predecessor whose access to the datum is weak brings no data to its rank (its children may run
       // anywhere): the task message could not name where the datum is when it ends.
       const ClusterTask& pc = *pred->cluster;  // (alive: in flight, under flight_m_)
       for (std::uint32_t k = 0; k < pc.n_acc; ++k)
         if (pc.acc[k].address == a.address && is_weak_mode(pc.acc[k].mode)) return -1;
-      exec = it->second.executor;
-      links.push_back({i, it->second.seq});
+      links.push_back({i, it->second.seq, it->second.executor});
+      linked_preds.push_back(pred);
     }
   }
-  if (exec < 0) {
+  if (links.empty()) {
     // Nothing to wait for: ready now. Where the policy sends it is known: sent from here at once, rather than
     // by the worker that would take it from the queue (a task spawned next may then link to it).
-    const int r = c.node >= 0 ? c.node : locality_choice(c, nullptr, -1);
+    const int r = c.node >= 0 ? c.node : locality_choice(c, nullptr);
     if (r == rank) c.executor = rank;  // runs here (its run need not ask the policy again)
     return r == rank ? -1 : r;
   }
-  if (c.node >= 0) return c.node == exec ? exec : -1;
-  return locality_choice(c, &links, exec) == exec ? exec : -1;
+  // Its node clause, or the policy counting the linked data where the predecessors run. Here: the usual way (the
+  // predecessors' done messages come here anyway).
+  const int exec = c.node >= 0 ? c.node : locality_choice(c, &links);
+  if (exec == rank) return -1;
+  const bool remote = std::any_of(links.begin(), links.end(), [&](const SpawnLink& l) { return l.executor != exec; });
+  if (remote) {
+    if (!engine.options.direct_satisfy) return -1;
+    // Numbered now: the predecessor's done message may come before the task message leaves (on_done then
+    // tells exec itself).
+    c.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+    for (std::size_t k = 0; k < links.size(); ++k)
+      if (links[k].executor != exec) {
+        const ClusterAccess& a = c.acc[links[k].access];
+        in_flight_[linked_preds[k]].remote.push_back({exec, c.seq, links[k].access, a.mode, a.address, a.bytes});
+      }
+  }
+  return exec;
+}
+
+void Cluster::send_connects(const ClusterTask& c, const std::vector<SpawnLink>& links) {
+  for (const SpawnLink& l : links) {
+    if (l.executor == c.executor) continue;
+    const ClusterAccess& a = c.acc[l.access];
+    const WireConnect m{l.pred_seq, c.seq, reinterpret_cast<std::uint64_t>(a.address), a.bytes, c.executor,
+                        l.access, static_cast<std::uint8_t>(a.mode)};
+    send(l.executor, k_connect_, as_bytes_of(m));
+  }
+}
+
+void Cluster::forget_links(std::uint64_t succ_seq, const std::vector<SpawnLink>& links) {
+  std::lock_guard<std::mutex> g(flight_m_);
+  for (const SpawnLink& l : links)
+    for (auto& [pred, f] : in_flight_)
+      if (f.seq == l.pred_seq)
+        std::erase_if(f.remote, [&](const InFlight::RemoteLink& r) { return r.succ_seq == succ_seq; });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -920,15 +1050,15 @@ int Cluster::choose_executor(ClusterTask& c) {
       return static_cast<int>(rng() % static_cast<unsigned>(size));
     }
     case OffloadPolicy::locality:
-      return locality_choice(c, nullptr, -1);
+      return locality_choice(c, nullptr);
   }
   return rank;
 }
 
-int Cluster::locality_choice(const ClusterTask& c, const std::vector<SpawnLink>* links, int predicted) {
+int Cluster::locality_choice(const ClusterTask& c, const std::vector<SpawnLink>* links) {
   // Bytes each rank already holds of what the task reads; for data not written yet (out, or weak access not
-  // satisfied), the affinity of its dmalloc distribution; for an access linked to predecessors that run on
-  // `predicted`, that rank (they leave the datum's latest version there).
+  // satisfied), the affinity of its dmalloc distribution; for an access linked to predecessors, the ranks they
+  // run on (they leave the datum's latest version there).
   std::uint64_t score[64] = {}, written[64] = {};
   bool any = false;
   AddressSpace& as = AddressSpace::get();
@@ -938,10 +1068,12 @@ int Cluster::locality_choice(const ClusterTask& c, const std::vector<SpawnLink>*
     // computes), so that a tie between an input and the datum updated goes to the datum's rank.
     const std::uint64_t weight = a.bytes * (writes(a.mode) && a.mode != AccessMode::out ? 2 : 1);
     const bool known = !is_weak_mode(a.mode) || (a.weak_state.load(std::memory_order_acquire) & kSatisfied);
-    const bool linked =
-        links && std::any_of(links->begin(), links->end(), [&](const SpawnLink& l) { return l.access == i; });
+    Holders predicted = 0;
+    if (links)
+      for (const SpawnLink& l : *links)
+        if (l.access == i) predicted |= bit(l.executor);
     if (a.mode != AccessMode::out && known) {
-      const Holders h = linked ? bit(predicted)
+      const Holders h = predicted ? predicted
                         : is_weak_mode(a.mode) ? a.loc.holders.load(std::memory_order_acquire)
                                                : a.where->holders.load(std::memory_order_acquire);
       for (int r = 0; r < size; ++r)
@@ -1046,7 +1178,7 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
   const int dest = c.executor;
   const OffloadOps& ops = *c.ops;
   const void* closure = ops.inline_stored ? static_cast<const void*>(t->body) : *reinterpret_cast<void**>(t->body);
-  c.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  if (c.seq == 0) c.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);  // (numbered already: remote links)
   WireTask head{reinterpret_cast<std::uint64_t>(t),
                 c.seq,
                 code.encode(reinterpret_cast<const void*>(ops.invoke)),
@@ -1100,7 +1232,7 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
     std::memcpy(payload.data() + i * sizeof(WireAccess), &wa, sizeof wa);
   }
   for (std::size_t k = 0; k < links.size(); ++k) {
-    const WireLink l{links[k].pred_seq, links[k].access};
+    const WireLink l{links[k].pred_seq, links[k].access, links[k].executor != dest ? 1u : 0u};
     std::memcpy(payload.data() + links_at + k * sizeof(WireLink), &l, sizeof l);
   }
   std::memcpy(payload.data() + closure_at, closure, ops.size);
@@ -1112,7 +1244,7 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
   const bool at_spawn = c.sent_at_spawn;
   {
     std::lock_guard<std::mutex> g(flight_m_);
-    in_flight_[t] = {dest, seq, false};
+    in_flight_[t] = {dest, seq, false, {}};
   }
   send(dest, k_task_, as_bytes_of(head), payload);
   // Only now may the creator's cells name dest a holder of the data sent eagerly: a task another thread sends
@@ -1265,11 +1397,19 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
       const Seen v = received ? load(a.loc) : load(*a.where);
       const Holders h = v.holders;
       bool here = true;  // the bytes are that version here when the task runs (not on their way)
-      if (a.mode == AccessMode::out) {
+      if (writes(a.mode) && wait_locked(a.address, t, nullptr)) {
+        // A task that writes the datum waits for every transfer of it on its way here, even of a version it
+        // has or does not need (out): a copy whose announcement came before this rank had that version was
+        // placed at the datum's address (its receive posted there), and would land over what the task writes.
+        // (Several copies of one version come when several predecessors' ranks each send it with their link
+        // satisfy message, or two creators each send it with a task.)
+        here = false;
+        c.missing.fetch_add(1, std::memory_order_relaxed);
+      } else if (a.mode == AccessMode::out) {
         // Nothing to bring.
       } else if (valid_here_locked(a.address, v.version)) {
         // This rank has that version (its view may not say so: another task brought it): a transfer of it
-        // still on its way will land in a scratch buffer.
+        // still on its way lands in a scratch buffer, or in place with the same bytes (a reader's view).
         if (a.mode == AccessMode::in) ++readers_[a.address];
       } else if (!(h & bit(rank))) {
         here = false;
@@ -1363,7 +1503,8 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
     }
   }
   for (Task* n : c->watchers) free_dependency_task(w, n);  // each has ended (t's alive waited for them)
-  if (c->role == ClusterTask::Role::local && !cancelled) {
+  // Where its data is now (an offloaded task: as its done message said, even if it was cancelled here).
+  if ((c->role == ClusterTask::Role::local && !cancelled) || c->role == ClusterTask::Role::offloaded) {
     for (std::uint32_t i = 0; i < c->n_acc; ++i) {
       const ClusterAccess& a = c->acc[i];
       if (a.weak_state.load(std::memory_order_relaxed) & kReleased) continue;  // applied by access_released
@@ -1388,22 +1529,15 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   // A received task: report to its creator (the error of its body, else of a child its body did not rethrow),
   // then free it: it is named by no record here.
   if (std::exception_ptr e = take_child_error(w, t); e && c->error.empty()) c->error = describe(e);
-  std::vector<std::byte> payload(c->n_acc * sizeof(WireLocation) + c->error.size());
-  for (std::uint32_t i = 0; i < c->n_acc; ++i) {
-    const Seen v = load(c->acc[i].loc);
-    const WireLocation l{v.holders, v.version};
-    std::memcpy(payload.data() + i * sizeof(WireLocation), &l, sizeof l);
-  }
-  if (!c->error.empty())  // (an empty payload has no storage: memcpy would be handed a null pointer)
-    std::memcpy(payload.data() + c->n_acc * sizeof(WireLocation), c->error.data(), c->error.size());
-  const WireDone d{c->creator_id, c->n_acc, static_cast<std::uint32_t>(c->error.size())};
+  const bool failed = cancelled || !c->error.empty();
+  std::vector<RemoteSuccessor> served;  // told of its end from here (the done message names them)
   {
     // Under received_m_ with the erasure: a task received from now on that links to this one finds it ended
     // (ended_tasks_); one received before is in local_successors and waits on an edge (released below).
     std::lock_guard<std::mutex> g(received_m_);
     const std::uint64_t key = received_key(c->creator, c->seq);
     received_.erase(key);
-    const bool failed = cancelled || !c->error.empty();
+    served = std::move(c->remote_successors);  // a connect message from now on finds it ended
     for (const LocalSuccessor& s : c->local_successors) {
       // Read by the successor once its edge is released (the release orders it). Several predecessors of one
       // access are readers of one version: their holders add up.
@@ -1424,8 +1558,35 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
     }
     if (e.failed || !e.moved.empty()) ended_tasks_[key] = std::move(e);
   }
+  const std::size_t served_at = c->n_acc * sizeof(WireLocation), error_at = served_at + served.size() * sizeof(WireServed);
+  std::vector<std::byte> payload(error_at + c->error.size());
+  for (std::uint32_t i = 0; i < c->n_acc; ++i) {
+    const Seen v = load(c->acc[i].loc);
+    const WireLocation l{v.holders, v.version};
+    std::memcpy(payload.data() + i * sizeof(WireLocation), &l, sizeof l);
+  }
+  for (std::size_t k = 0; k < served.size(); ++k) {
+    const WireServed x{served[k].succ_seq, served[k].succ_access};
+    std::memcpy(payload.data() + served_at + k * sizeof x, &x, sizeof x);
+  }
+  if (!c->error.empty())  // (an empty payload has no storage: memcpy would be handed a null pointer)
+    std::memcpy(payload.data() + error_at, c->error.data(), c->error.size());
+  const WireDone d{c->creator_id, c->n_acc, static_cast<std::uint32_t>(c->error.size()),
+                   static_cast<std::uint32_t>(served.size())};
   // Before the successors linked here are released: the creator must see this task end before them.
   send(c->creator, k_done_, as_bytes_of(d), payload);
+  // The successors on other ranks: straight to their rank (paper 004's satisfiability message), with the bytes
+  // when this rank holds them. Several accesses of this task to the datum: readers of one version, or the
+  // last one's version (as for the local successors above).
+  for (const RemoteSuccessor& s : served) {
+    Seen v{0, 0};
+    for (std::uint32_t i = 0; i < c->n_acc; ++i)
+      if (c->acc[i].address == s.address) {
+        const Seen x = load(c->acc[i].loc);
+        v = {v.holders | x.holders, x.version};
+      }
+    send_link_satisfy(s.dest, c->creator, s.succ_seq, s.succ_access, s.mode, s.address, s.bytes, v, failed);
+  }
   const bool counted = complete_dependency(w, t, best, todo);
   free_dependency_task(w, t);
   return counted;
@@ -1509,7 +1670,11 @@ bool Cluster::keep_if_early(const comm::Message& m) {
   // left is a protocol error, not something to keep (it would never be dispatched).
   const std::uint32_t run = run_.load(std::memory_order_relaxed);
   const auto age = static_cast<std::int32_t>(run - m.epoch());
-  if (age > 0 || (age == 0 && run != 0 && !running_.load(std::memory_order_relaxed)))
+  const bool ended_here = age > 0 || (age == 0 && run != 0 && !running_.load(std::memory_order_relaxed));
+  // But a connect message (from a creator other than rank 0, whose channel to this rank is not ordered with rank
+  // 0's end message): its predecessor has ended, and its creator told the successor itself (on_done).
+  if (ended_here && m.kind() == k_connect_) return true;
+  if (ended_here)
     comm::abort_job("weft::cluster: rank " + std::to_string(rank) + " got a message (" +
                     transport.kind_name(m.kind()) + ") of run " + std::to_string(m.epoch()) + " from rank " +
                     std::to_string(m.source()) + " after that run ended here (a protocol error)");
@@ -1644,16 +1809,21 @@ void Cluster::on_task(const comm::Message& m) {
   // before. One still here gets an edge to it (its end releases this task, here, with no message), and a
   // LocalSuccessor entry (its end gives this access its holders). One that has ended left its data here,
   // unless ended_tasks_ says otherwise.
-  std::uint32_t edges = 0;
+  std::uint32_t edges = 0, remote = 0;  // remote: link satisfy messages still to come
   {
     std::lock_guard<std::mutex> g(received_m_);
-    received_[received_key(m.source(), head.seq)] = {t, c.get()};
+    const std::uint64_t self_key = received_key(m.source(), head.seq);
+    received_[self_key] = {t, c.get()};
     if (head.n_links > kInlineEdges) t->extra_edges = alloc_edges(w, head.n_links);
     EdgeNode* nodes = head.n_links > kInlineEdges ? t->extra_edges : t->edges;
     for (std::uint32_t k = 0; k < head.n_links; ++k) {
       WireLink l;
       std::memcpy(&l, p + links_at + k * sizeof l, sizeof l);
       if (l.access >= head.n_acc) comm::abort_job("weft::cluster: a malformed link from rank " + std::to_string(m.source()));
+      if (l.remote) {  // its rank tells this one when it ends
+        ++remote;
+        continue;
+      }
       ClusterAccess& a = c->acc[l.access];
       const std::uint64_t key = received_key(m.source(), l.pred_seq);
       if (auto it = received_.find(key); it != received_.end()) {
@@ -1686,15 +1856,25 @@ void Cluster::on_task(const comm::Message& m) {
         a.loc.holders.fetch_or(v.holders, std::memory_order_relaxed);
       }
     }
-    // Counted before the lock is left: a predecessor may end right after.
-    t->pending.store(static_cast<std::int32_t>(edges), std::memory_order_relaxed);
-    t->n_edges = edges;
+    if (remote)
+      if (auto it = early_links_.find(self_key); it != early_links_.end()) {
+        for (const WireLinkSatisfy& s : it->second) {
+          if (remote == 0) comm::abort_job("weft::cluster: a link satisfy message for a task without that link");
+          apply_link_satisfy_locked(t, s, false);
+          --remote;
+        }
+        early_links_.erase(it);
+      }
+    // Counted before the lock is left: a predecessor may end right after. More than one: released with the
+    // atomic decrement (the single-predecessor shortcut only for one edge here).
+    t->pending.store(static_cast<std::int32_t>(edges + remote), std::memory_order_relaxed);
+    t->n_edges = edges + remote;
   }
   c.release();
   received.fetch_add(1, std::memory_order_relaxed);
   count_new_child(w, root);
   ++w.counters.tasks_created;
-  if (edges == 0) schedule(w, t);
+  if (edges + remote == 0) schedule(w, t);
 }
 
 void Cluster::on_satisfy(const comm::Message& m) {
@@ -1737,6 +1917,68 @@ void Cluster::on_no_eager(const comm::Message& m) {
   named_access(m, ne.id, ne.index).weak_state.fetch_or(kNoEager, std::memory_order_acq_rel);  // see send_satisfy
 }
 
+void Cluster::on_connect(const comm::Message& m) {
+  const WireConnect x = read_header<WireConnect>(m);
+  if (x.dest < 0 || x.dest >= size || x.dest == rank)
+    comm::abort_job("weft::cluster: a malformed message (" + transport.kind_name(m.kind()) + ") from rank " +
+                    std::to_string(m.source()));
+  std::lock_guard<std::mutex> g(received_m_);
+  // The predecessor's task message came before this one (same channel). Not here any more: it has ended, and
+  // its done message did not name this successor, which its creator therefore tells itself (on_done).
+  auto it = received_.find(received_key(m.source(), x.pred_seq));
+  if (it == received_.end()) return;
+  it->second.second->remote_successors.push_back({x.dest, x.succ_seq, x.succ_access, static_cast<AccessMode>(x.mode),
+                                                  reinterpret_cast<const void*>(x.address), x.bytes});
+}
+
+void Cluster::send_link_satisfy(int dest, int creator, std::uint64_t succ_seq, std::uint32_t access, AccessMode mode,
+                                const void* address, std::size_t bytes, Seen v, bool failed) {
+  // Eager only from bytes that are that version here now (a rank named a holder may still wait for them).
+  std::lock_guard<std::mutex> g(in_m_);
+  const bool eager = !failed && sends_eagerly(mode, v.holders, dest) && valid_here_locked(address, v.version);
+  const WireLinkSatisfy s{succ_seq,  reinterpret_cast<std::uint64_t>(address),
+                          creator,   access,
+                          eager ? v.holders | bit(dest) : v.holders,
+                          v.version, static_cast<std::uint8_t>(eager),
+                          static_cast<std::uint8_t>(failed)};
+  send(dest, k_link_satisfy_, as_bytes_of(s));
+  if (eager) send_data(dest, address, bytes, true, v.version);  // after the message that announces them
+}
+
+bool Cluster::apply_link_satisfy_locked(Task* t, const WireLinkSatisfy& s, bool count) {
+  ClusterTask& c = *t->cluster;
+  if (s.succ_access >= c.n_acc || c.acc[s.succ_access].address != reinterpret_cast<const void*>(s.address))
+    comm::abort_job("weft::cluster: a malformed link satisfy message (the task's access differs)");
+  // Read by the task once its count reaches zero (the decrement orders it). Several predecessors of one access
+  // are readers of one version: their holders add up.
+  Location& to = c.acc[s.succ_access].loc;
+  to.version.store(s.version, std::memory_order_relaxed);
+  to.holders.fetch_or(s.holders, std::memory_order_relaxed);
+  if (s.failed) t->cancelled.store(true, std::memory_order_relaxed);  // as a failed predecessor does
+  return count && t->pending.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
+void Cluster::on_link_satisfy(const comm::Message& m) {
+  const WireLinkSatisfy s = read_header<WireLinkSatisfy>(m);
+  if (s.creator < 0 || s.creator >= size)
+    comm::abort_job("weft::cluster: a malformed message (" + transport.kind_name(m.kind()) + ") from rank " +
+                    std::to_string(m.source()));
+  if (s.eager) {  // the bytes follow this message: whatever needs the datum here waits for them
+    std::lock_guard<std::mutex> g(in_m_);
+    expect_locked(reinterpret_cast<const void*>(s.address), s.version);
+  }
+  Task* ready = nullptr;
+  {
+    std::lock_guard<std::mutex> g(received_m_);
+    const std::uint64_t key = received_key(s.creator, s.succ_seq);
+    if (auto it = received_.find(key); it == received_.end())
+      early_links_[key].push_back(s);  // its task message is still to come (from its creator)
+    else if (apply_link_satisfy_locked(it->second.first, s, true))
+      ready = it->second.first;
+  }
+  if (ready) schedule(*tls_worker, ready);
+}
+
 void Cluster::on_release(const comm::Message& m) {
   const WireRelease r = read_header<WireRelease>(m);
   Task* t = reinterpret_cast<Task*>(r.id);
@@ -1763,26 +2005,52 @@ void Cluster::on_done(const comm::Message& m) {
   const WireDone d = read_header<WireDone>(m);
   Task* t = reinterpret_cast<Task*>(d.id);
   ClusterTask& c = *t->cluster;
+  const std::size_t served_at = c.n_acc * sizeof(WireLocation), error_at = served_at + d.n_served * sizeof(WireServed);
+  if (d.n_acc != c.n_acc || m.payload().size() < error_at + d.error_size)
+    comm::abort_job("weft::cluster: a malformed message (" + transport.kind_name(m.kind()) + ") from rank " +
+                    std::to_string(m.source()));
+  std::vector<InFlight::RemoteLink> remote;
   {
     std::lock_guard<std::mutex> g(flight_m_);
-    in_flight_.erase(t);  // tasks spawned from now on wait for it here (it ends below, or soon)
+    // Tasks spawned from now on wait for it here (it ends below, or soon).
+    if (auto it = in_flight_.find(t); it != in_flight_.end()) {
+      remote = std::move(it->second.remote);
+      in_flight_.erase(it);
+    }
   }
   const std::byte* p = m.payload().data();
+  // Where its data is now: applied to the parent's cells when it completes here (complete), after its
+  // predecessors here. Its done message may come before theirs: a predecessor on a third rank told its executor
+  // directly (a remote link).
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
     WireLocation l;
     std::memcpy(&l, p + i * sizeof l, sizeof l);
     ClusterAccess& a = c.acc[i];
     if (a.weak_state.load(std::memory_order_relaxed) & kReleased) continue;  // applied by on_release
-    if (writes(a.mode))
-      store(*a.where, {l.holders, l.version});
-    else
-      a.where->holders.fetch_or(l.holders, std::memory_order_acq_rel);
+    store(a.loc, {l.holders, l.version});
+  }
+  // Its successors on other ranks whose connect message came after it had ended there: told from here.
+  for (const InFlight::RemoteLink& r : remote) {
+    bool told = false;
+    for (std::uint32_t k = 0; k < d.n_served && !told; ++k) {
+      WireServed x;
+      std::memcpy(&x, p + served_at + k * sizeof x, sizeof x);
+      told = x.succ_seq == r.succ_seq && x.succ_access == r.access;  // (a task may link to it for two data)
+    }
+    if (told) continue;
+    Seen v{0, 0};
+    for (std::uint32_t i = 0; i < c.n_acc; ++i)
+      if (c.acc[i].address == r.address) {
+        const Seen x = load(c.acc[i].loc);
+        v = {v.holders | x.holders, x.version};
+      }
+    send_link_satisfy(r.dest, rank, r.succ_seq, r.access, r.mode, r.address, r.bytes, v,
+                      d.error_size != 0 || t->cancelled.load(std::memory_order_relaxed));
   }
   std::exception_ptr error;
   if (d.error_size)
     error = std::make_exception_ptr(
-        remote_error(m.source(), std::string(reinterpret_cast<const char*>(p + c.n_acc * sizeof(WireLocation)),
-                                             d.error_size)));
+        remote_error(m.source(), std::string(reinterpret_cast<const char*>(p + error_at), d.error_size)));
   done_received_.fetch_add(1, std::memory_order_relaxed);
   fulfill_event(engine, t, error);
 }
@@ -1862,14 +2130,9 @@ void Cluster::forget_versions(std::uintptr_t start, std::size_t bytes) {
 }
 
 void Cluster::dispatch(comm::Kind k, const comm::Message& m) {
-  if (k == k_task_) on_task(m);
-  else if (k == k_done_) on_done(m);
-  else if (k == k_satisfy_) on_satisfy(m);
-  else if (k == k_fetch_) on_fetch(m);
-  else if (k == k_data_) on_data(m);
-  else if (k == k_end_) on_end(m);
-  else if (k == k_begin_) on_begin(m);
-  else if (k == k_region_) on_region(m);
+  if (k >= handlers_.size() || !handlers_[k])
+    comm::abort_job("weft::cluster: a kept message of kind " + transport.kind_name(k) + " has no handler");
+  (this->*handlers_[k])(m);
 }
 
 std::size_t Cluster::poll_source(void* self) noexcept {
@@ -1887,7 +2150,7 @@ std::size_t Cluster::poll_source(void* self) noexcept {
 
 std::string Cluster::view() {
   std::size_t awaited = 0;
-  std::string data;  // the first few awaited, with what waits for them
+  std::string data;  // the first few awaited, with what waits for them; the first few tasks waiting
   {
     std::lock_guard<std::mutex> g(in_m_);
     for (const auto& [a, in] : incoming_) {
@@ -1902,11 +2165,32 @@ std::string Cluster::view() {
       for (const Incoming::Forward& f : in.forwards) data += ", then goes to rank " + std::to_string(f.dest);
     }
   }
+  std::size_t waiting = 0, early_links = 0;  // received tasks waiting for predecessors; link satisfies kept
+  {
+    std::lock_guard<std::mutex> g(received_m_);
+    for (const auto& [key, task] : received_)
+      if (int n = task.first->pending.load(std::memory_order_relaxed); n > 0 && ++waiting <= 8)
+        data += "\n  task " + std::to_string(task.second->seq) + " of rank " + std::to_string(task.second->creator) +
+                " waits for " + std::to_string(n) + " predecessor(s)";
+    for (const auto& [key, v] : early_links_) early_links += v.size();
+  }
+  {
+    std::lock_guard<std::mutex> g(flight_m_);
+    std::size_t shown = 0;
+    for (const auto& [task, f] : in_flight_)
+      for (const InFlight::RemoteLink& r : f.remote)
+        if (++shown <= 8)
+          data += "\n  task " + std::to_string(f.seq) + " sent to rank " + std::to_string(f.executor) +
+                  " is to tell rank " + std::to_string(r.dest) + " when it ends (for task " +
+                  std::to_string(r.succ_seq) + ")";
+  }
   const std::uint64_t off = offloaded.load(), done = done_received_.load(), rec = received.load(),
                       fin = received_completed_.load();
   return "weft: rank " + std::to_string(rank) + ": cluster watchdog view: run " + std::to_string(run_.load()) +
          (running_.load() ? " (running)" : " (between runs)") + ", tasks offloaded from here not done " +
-         std::to_string(off - done) + ", tasks received here not done " + std::to_string(rec - fin) +
+         std::to_string(off - done) + ", tasks received here not done " + std::to_string(rec - fin) + " (" +
+         std::to_string(waiting) + " waiting for predecessors, " + std::to_string(early_links) +
+         " link satisfy message(s) kept for tasks still to come)" +
          ", data awaited here " + std::to_string(awaited) + ", transport operations outstanding " +
          std::to_string(transport.outstanding()) + data;
 }
@@ -2021,6 +2305,7 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
           // Every task of the run has ended: no task message can link to them any more.
           std::lock_guard<std::mutex> g(self.received_m_);
           self.ended_tasks_.clear();
+          self.early_links_.clear();  // (only links of a task whose registration failed can be left)
         }
         // What this rank still owes the others (its last reports, the end messages) leaves before the run ends.
         while (self.transport.outstanding() != 0)

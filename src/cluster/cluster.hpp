@@ -60,6 +60,19 @@ struct LocalSuccessor {
   const void* address;
 };
 
+/// On an executor: a task on another rank that waits for this one (its access `succ_access` to `address`), which
+/// this rank tells directly when this task ends (a link satisfy message: paper 004's satisfiability from the
+/// predecessor's rank to the successor's), named by the task's creator in a connect message (see
+/// Cluster::executor_at_spawn). Guarded by Cluster::received_m_.
+struct RemoteSuccessor {
+  int dest;
+  std::uint64_t succ_seq;
+  std::uint32_t succ_access;
+  AccessMode mode;
+  const void* address;
+  std::size_t bytes;
+};
+
 /// What a task of a cluster keeps (Task::cluster): its accesses, where its data is, its children's data.
 struct ClusterTask {
   enum class Role : std::uint8_t { local, offloaded, received };
@@ -74,6 +87,7 @@ struct ClusterTask {
   int creator = -1;               ///< received: the rank that offloaded it ...
   std::uint64_t creator_id = 0;   ///< ... and its descriptor there (named by the done message)
   std::vector<LocalSuccessor> local_successors;  ///< received: see LocalSuccessor
+  std::vector<RemoteSuccessor> remote_successors;  ///< received: see RemoteSuccessor
   std::vector<Task*> watchers;    ///< the nodes that release its weak accesses (Cluster::watch_releases)
   std::atomic<int> missing{0};    ///< transfers it waits for before it runs
   std::uint32_t n_acc = 0;

@@ -170,6 +170,7 @@ Options Options::from_environment() {
                          "' is invalid: expected locality, round-robin or random");
   }
   if (const char* v = std::getenv("WEFT_EAGER")) o.eager_transfers = parse_flag("WEFT_EAGER", v);
+  if (const char* v = std::getenv("WEFT_DIRECT_SATISFY")) o.direct_satisfy = parse_flag("WEFT_DIRECT_SATISFY", v);
   if (const char* v = std::getenv("WEFT_CLUSTER_MEMORY"))
     o.cluster_memory = parse_bytes("WEFT_CLUSTER_MEMORY", v, kMinClusterMemory, kMaxClusterMemory);
   return o;

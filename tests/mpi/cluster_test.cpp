@@ -147,6 +147,124 @@ TEST(Cluster, ChainOnOneRankIsLinkedThere) {
   }
 }
 
+// A chain whose tasks alternate between the ranks other than 0 (paper 004's Fig. 4, "direct connection"): each
+// task is sent when spawned, and its predecessor, on another rank, reports its end straight to the task's rank
+// (a connect message from rank 0, then a link satisfy message), with x's bytes when eager, rather than through
+// rank 0. Readers of the chain's end on every rank, then a writer after all of them (predecessors on its own rank
+// and on others). The first task is held back until every task is spawned (as in ChainOnOneRankIsLinkedThere),
+// so that every predecessor is in flight when its successor is spawned. Each remote link is satisfied exactly
+// once: by the predecessor's rank, or by rank 0 when the predecessor had ended before the connect message came.
+// With Options::direct_satisfy off, the same program takes the usual way (no connect message). On fewer than 3
+// ranks there is no third rank: nothing is linked remotely.
+std::atomic<bool> g_cross_release{false};
+
+void chain_across_ranks(bool direct, bool eager) {
+  g_cross_release = false;
+  static constexpr int kChain = 40, kReaders = 5;
+  std::int64_t result = 0, sums[kReaders] = {};
+  std::uint64_t remote_links = 0, connects = 0, satisfies = 0, from_others = 0;
+  int nodes = 1;
+  {
+    weft::Options o = cluster_options(2);
+    o.direct_satisfy = direct;
+    o.eager_transfers = eager;
+    weft::Runtime rt(o);
+    nodes = weft::num_nodes();
+    // The ranks other than 0 in turn (rank 0 alone on one rank).
+    auto rank_of = [nodes](int i) { return nodes == 1 ? 0 : 1 + i % (nodes - 1); };
+    rt.run([&](weft::Context& cx) {
+      auto* x = weft::dmalloc<std::int64_t>(1);
+      auto* r = weft::dmalloc<std::int64_t>(kReaders);
+      cx.spawn([=] { while (!g_cross_release.load()) std::this_thread::yield(); *x = 1; }, weft::out(*x),
+               weft::node(rank_of(0)));
+      for (int i = 1; i <= kChain; ++i)
+        cx.spawn([=] { *x = *x * 3 % 1000003 + i; }, weft::inout(*x), weft::node(rank_of(i)));
+      for (int k = 0; k < kReaders; ++k)
+        cx.spawn([=] { r[k] = *x + k; }, weft::in(*x), weft::out(r[k]), weft::node(rank_of(kChain + 1 + k)));
+      cx.spawn([=] { *x = -*x; }, weft::inout(*x), weft::node(rank_of(kChain + 1)));
+      cx.spawn([] { g_cross_release = true; }, weft::node(rank_of(0)));
+      cx.taskwait();
+      result = *x;
+      for (int k = 0; k < kReaders; ++k) sums[k] = r[k];
+    });
+    const weft::ClusterStats s = rt.cluster_stats();
+    remote_links = s.tasks_linked_remotely;
+    connects = s.connect_messages;
+    satisfies = s.link_satisfy_messages;
+    from_others = weft::node_id() == 0 ? 0 : s.link_satisfy_messages;
+  }
+  // After the Runtime: every rank's counters.
+  connects = weft_mpi_test::sum_all(connects);
+  satisfies = weft_mpi_test::sum_all(satisfies);
+  from_others = weft_mpi_test::sum_all(from_others);
+  std::int64_t expect = 1;
+  for (int i = 1; i <= kChain; ++i) expect = expect * 3 % 1000003 + i;
+  if (weft_mpi_test::world_rank() != 0) return;
+  EXPECT_EQ(result, -expect);
+  for (int k = 0; k < kReaders; ++k) EXPECT_EQ(sums[k], expect + k) << "reader " << k;
+  if (nodes >= 3 && direct) {
+    // Every chain task after the first, every reader (the chain's last task is on another rank: kChain + 1 + k
+    // and kChain differ mod nodes - 1 unless k is a multiple of it) and the writer: linked to a third rank.
+    int expected_remote = kChain, writer_links = 0;
+    for (int k = 0; k < kReaders; ++k) {
+      expected_remote += (kChain + 1 + k) % (nodes - 1) != kChain % (nodes - 1);
+      writer_links += (kChain + 1 + k) % (nodes - 1) != (kChain + 1) % (nodes - 1);
+    }
+    expected_remote += writer_links > 0;
+    EXPECT_EQ(remote_links, static_cast<std::uint64_t>(expected_remote));
+    EXPECT_GE(connects, static_cast<std::uint64_t>(expected_remote));
+    EXPECT_EQ(satisfies, connects) << "each remote link is satisfied exactly once";
+    std::printf("[ chain across ranks ] direct %d eager %d: %llu connect, %llu link satisfy messages (%llu from the "
+                "predecessors' ranks)\n",
+                direct, eager, static_cast<unsigned long long>(connects), static_cast<unsigned long long>(satisfies),
+                static_cast<unsigned long long>(from_others));
+  } else {
+    EXPECT_EQ(remote_links, 0u);
+    EXPECT_EQ(connects + satisfies, 0u);
+  }
+}
+
+TEST(Cluster, PredecessorOnAThirdRankReportsDirectly) { chain_across_ranks(true, true); }
+TEST(Cluster, PredecessorOnAThirdRankReportsDirectlyLazy) { chain_across_ranks(true, false); }
+TEST(Cluster, PredecessorOnAThirdRankThroughRankZero) { chain_across_ranks(false, true); }
+
+// A task of a chain that alternates between the ranks other than 0 fails: the tasks after it, linked to it or to
+// each other across ranks, are cancelled (their bodies do not run), and its error comes back to rank 0.
+TEST(Cluster, FailureInAChainAcrossRanksCancelsTheRest) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  auto rank_of = [nodes](int i) { return nodes == 1 ? 0 : 1 + i % (nodes - 1); };
+  static constexpr int kChain = 20, kFails = 7;
+  std::int64_t* x = nullptr;
+  bool caught = false;
+  rt.run([&](weft::Context& cx) {
+    x = weft::dmalloc<std::int64_t>(1);
+    cx.spawn([p = x] { *p = 0; }, weft::out(*x), weft::node(rank_of(0)));
+    for (int i = 0; i < kChain; ++i)
+      cx.spawn(
+          [p = x, i] {
+            if (i == kFails) throw std::runtime_error("link " + std::to_string(i));
+            ++*p;
+          },
+          weft::inout(*x), weft::node(rank_of(i + 1)));
+    try {
+      cx.taskwait();
+    } catch (const std::runtime_error& e) {
+      caught = std::string(e.what()).find("link 7") != std::string::npos;
+    }
+  });
+  std::int64_t value = -1;
+  rt.run([&](weft::Context& cx) {
+    cx.spawn([&value, p = x] { value = *p; }, weft::in(*x));  // here: brings x from where it is
+    cx.taskwait();
+    weft::dfree(x);
+  });
+  if (weft::node_id() == 0) {
+    EXPECT_TRUE(caught);
+    EXPECT_EQ(value, kFails);  // the tasks before the failed one ran, none after it
+  }
+}
+
 // A task is linked on its rank only after predecessors that leave the datum there: not after a weak one, which
 // brings no data to its rank. A (weak_in x, no children) runs on the last rank and ends there at once; B
 // (inout x) is spawned for the same rank while rank 0 has not yet handled A's done message (rank 0's only

@@ -18,12 +18,13 @@
 // Every rank generates the same programs from the same seeds (a body reads its program through a global, the
 // same on every process); rank 0 runs them, flushes everything to itself with its final taskwait, and compares
 // every variable and every result slot with the reference. Configurations (a Runtime each): the three offload
-// policies, eager and lazy transfers, 1 and 2 workers per rank.
+// policies, eager and lazy transfers, 1 and 2 workers per rank, predecessors on a third rank reporting their end
+// directly or not (Options::direct_satisfy), and flat programs (see generate) that make such links often.
 //
 // Environment: WEFT_TEST_SCALE scales the number of programs; WEFT_CLUSTER_DIFF_SEED=<seed> runs that one
 // program only (in the configuration its seed belongs to), printing it; WEFT_CLUSTER_DIFF_CONFIG=<k> runs
-// configuration k only, with more programs; WEFT_CLUSTER_DIFF_TRACE=1 prints what
-// each task read, and the reference's.
+// configuration k only, with more programs; WEFT_CLUSTER_DIFF_TRACE=1 prints what each task read, and the
+// reference's; WEFT_CLUSTER_DIFF_STATS=1 prints how many release and link satisfy messages the runs sent.
 #include <gtest/gtest.h>
 #include <weft/cluster.hpp>
 #include <weft/weft.hpp>
@@ -72,7 +73,9 @@ bool strong_reads(AccessMode m) { return m == AccessMode::in || m == AccessMode:
 bool strong_writes(AccessMode m) { return m == AccessMode::out || m == AccessMode::inout; }
 bool any_write(AccessMode m) { return m != AccessMode::in && m != AccessMode::weak_in; }
 
-Program generate(u64 seed, int nodes) {
+// flat: 8-23 top-level tasks without children and strong accesses only, most sent to a rank when spawned: chains
+// of tasks on different ranks, whose predecessors on a third rank report their end directly (remote links).
+Program generate(u64 seed, int nodes, bool flat) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<u64>(n)); };
   Program p;
@@ -85,14 +88,14 @@ Program generate(u64 seed, int nodes) {
   const AccessMode reads[] = {AccessMode::in, AccessMode::weak_in};
   // Children of task `id` at `depth`, given what it may access (var -> parent's mode; root: all, as inout).
   auto grow = [&](auto& self, int id, int depth, const std::vector<Acc>& allowed) -> void {
-    const int nchildren = depth == 0 ? 4 + pick(10) : depth >= 3 ? 0 : pick(4);
+    const int nchildren = flat ? (depth == 0 ? 8 + pick(16) : 0) : depth == 0 ? 4 + pick(10) : depth >= 3 ? 0 : pick(4);
     for (int k = 0; k < nchildren; ++k) {
       TaskDesc c;
       for (const Acc& a : allowed) {
         if (pick(3) == 0) continue;
-        c.acc.push_back({a.var, any_write(a.mode) ? any[pick(6)] : reads[pick(2)]});
+        c.acc.push_back({a.var, any_write(a.mode) ? any[pick(flat ? 3 : 6)] : reads[pick(flat ? 1 : 2)]});
       }
-      c.placement = pick(3);
+      c.placement = flat ? (pick(5) == 0 ? 0 : 2) : pick(3);
       c.node = pick(nodes);
       bool weak = false;
       for (const Acc& a : c.acc) weak |= is_weak(a.mode);
@@ -235,12 +238,14 @@ struct Config {
   weft::OffloadPolicy policy;
   bool eager;
   unsigned threads;
+  bool direct = true;  // Options::direct_satisfy
+  bool flat = false;   // see generate
 };
 
 // One program on every rank (the runs are collective); rank 0 checks it. A failure ends the job at once (see
 // tests/mpi/mpi_main.cpp), so its message carries the whole program.
-void run_program(weft::Runtime& rt, u64 seed, int nodes, bool print) {
-  const Program p = generate(seed, nodes);
+void run_program(weft::Runtime& rt, u64 seed, int nodes, bool print, bool flat) {
+  const Program p = generate(seed, nodes, flat);
   g_program = &p;
   if (print && weft::node_id() == 0) std::printf("%s", describe(p).c_str());
   // Initial values: written by rank 0's program before the run (the data is here until a task moves it).
@@ -290,15 +295,17 @@ void run_program(weft::Runtime& rt, u64 seed, int nodes, bool print) {
   g_program = nullptr;
 }
 
-/// Runs the programs; returns the release messages this rank sent (weak accesses released before their task
-/// ended, see weft/cluster.hpp), so that the test can check that the programs took that path.
-std::uint64_t run_programs(const Config& cfg, u64 seed_base, std::size_t count, const char* single) {
+/// Runs the programs; returns this rank's counters, so that the test can check that the programs took the
+/// paths of weak accesses released before their task ended and of predecessors on a third rank reporting their
+/// end directly (see weft/cluster.hpp).
+weft::ClusterStats run_programs(const Config& cfg, u64 seed_base, std::size_t count, const char* single) {
   weft::Options o;
   o.num_threads = cfg.threads;
   o.cluster = true;
   o.cluster_memory = std::size_t{1} << 29;  // ThreadSanitizer (with ASLR off) maps no more than about 1 GiB at once
   o.offload_policy = cfg.policy;
   o.eager_transfers = cfg.eager;
+  o.direct_satisfy = cfg.direct;
   // From the environment: the jobs run with WEFT_COMM_THREAD=on too; WEFT_WATCHDOG prints every rank's view of a
   // hang (a search for one).
   const weft::Options env = weft::Options::from_environment();
@@ -311,13 +318,13 @@ std::uint64_t run_programs(const Config& cfg, u64 seed_base, std::size_t count, 
     // An exception would unwind through ~Runtime while the other ranks wait in this program's run (a hang):
     // report it at once instead.
     try {
-      run_program(rt, seed, nodes, single != nullptr);
+      run_program(rt, seed, nodes, single != nullptr, cfg.flat);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "seed " << seed << ": exception on rank " << weft::node_id() << ": " << e.what();
     }
     if (single) break;
   }
-  return rt.cluster_stats().release_messages;
+  return rt.cluster_stats();
 }
 
 std::size_t programs(std::size_t base) { return weft_test::scaled(base); }
@@ -327,7 +334,9 @@ TEST(ClusterDifferential, Policies) {
   const Config configs[] = {
       {weft::OffloadPolicy::locality, true, 2},  {weft::OffloadPolicy::round_robin, false, 1},
       {weft::OffloadPolicy::random, true, 1},    {weft::OffloadPolicy::locality, false, 2},
-      {weft::OffloadPolicy::random, false, 2},
+      {weft::OffloadPolicy::random, false, 2},    {weft::OffloadPolicy::locality, true, 2, false},
+      {weft::OffloadPolicy::locality, true, 2, true, true},  {weft::OffloadPolicy::random, false, 1, true, true},
+      {weft::OffloadPolicy::locality, true, 2, false, true},
   };
   if (single) {  // the configuration whose seeds include it
     const u64 seed = std::strtoull(single, nullptr, 10);
@@ -335,21 +344,37 @@ TEST(ClusterDifferential, Policies) {
     run_programs(configs[k], 0, 1, single);
     return;
   }
-  // WEFT_CLUSTER_DIFF_CONFIG=k: configuration k alone (0-4), with 10 times the programs (a search for a rare
+  // WEFT_CLUSTER_DIFF_CONFIG=k: configuration k alone (0-8), with 10 times the programs (a search for a rare
   // failure of one configuration).
   const char* only = std::getenv("WEFT_CLUSTER_DIFF_CONFIG");
   const long k_only = only ? std::strtol(only, nullptr, 10) : -1;
   if (only && (k_only < 0 || k_only >= static_cast<long>(std::size(configs))))
     GTEST_FAIL() << "WEFT_CLUSTER_DIFF_CONFIG=" << only << ": a configuration number, 0 to " << std::size(configs) - 1;
   u64 base = 1000;
-  std::uint64_t releases = 0;
+  std::uint64_t releases = 0, direct = 0;
   for (long k = 0; k < static_cast<long>(std::size(configs)); ++k, base += 100000)
-    if (k_only < 0 || k == k_only) releases += run_programs(configs[k], base, programs(k_only < 0 ? 60 : 600), nullptr);
-  // Every rank, after the last run (no message of a run is in flight then).
+    if (k_only < 0 || k == k_only) {
+      const weft::ClusterStats st = run_programs(configs[k], base, programs(k_only < 0 ? 60 : 600), nullptr);
+      releases += st.release_messages;
+      direct += st.link_satisfy_messages;
+      if (!configs[k].direct) {
+        EXPECT_EQ(st.connect_messages + st.link_satisfy_messages, 0u) << "configuration " << k;
+      }
+    }
+  // Every rank, after the last run (no message of a run is in flight then). The Runtime is gone: the job's
+  // rank and size from MPI.
   releases = weft_mpi_test::sum_all(releases);
-  if (weft::num_nodes() > 1 && weft::node_id() == 0) {
+  direct = weft_mpi_test::sum_all(direct);
+  const int rank = weft_mpi_test::world_rank(), size = weft_mpi_test::world_size();
+  if (size > 1 && rank == 0 && (k_only < 0 || !configs[k_only].flat)) {  // (flat programs have no weak access)
     EXPECT_GT(releases, 0u) << "no weak access was released before its task ended: that path went untested";
   }
+  if (size > 2 && rank == 0 && (k_only < 0 || configs[k_only].direct)) {
+    EXPECT_GT(direct, 0u) << "no predecessor on a third rank reported its end directly: that path went untested";
+  }
+  if (rank == 0 && std::getenv("WEFT_CLUSTER_DIFF_STATS"))
+    std::printf("release messages %llu, link satisfy messages %llu\n", static_cast<unsigned long long>(releases),
+                static_cast<unsigned long long>(direct));
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ namespace {
 
 const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR",
                              "WEFT_WATCHDOG", "WEFT_COMM_THREAD", "WEFT_STEAL_BATCH", "WEFT_LOCAL_COUNTS", "WEFT_BIASED_LOCK",
-                             "WEFT_SCHEDULER", "WEFT_LFQ_BUFFER", "WEFT_IDLE_PAUSES"};
+                             "WEFT_SCHEDULER", "WEFT_LFQ_BUFFER", "WEFT_IDLE_PAUSES", "WEFT_EAGER",
+                             "WEFT_DIRECT_SATISFY"};
 
 class Config : public testing::Test {
  protected:
@@ -175,6 +176,20 @@ TEST_F(Config, AblationSwitches) {
   EXPECT_FALSE(o.biased_lock);
   expect_env_error("WEFT_LOCAL_COUNTS", "no");
   expect_env_error("WEFT_BIASED_LOCK", "2");
+}
+
+// The cluster's switches (weft/cluster.hpp): on by default, 1 or 0, anything else named in the error.
+TEST_F(Config, ClusterSwitches) {
+  weft::Options o = weft::Options::from_environment();
+  EXPECT_TRUE(o.eager_transfers);
+  EXPECT_TRUE(o.direct_satisfy);
+  ::setenv("WEFT_EAGER", "0", 1);
+  ::setenv("WEFT_DIRECT_SATISFY", "0", 1);
+  o = weft::Options::from_environment();
+  EXPECT_FALSE(o.eager_transfers);
+  EXPECT_FALSE(o.direct_satisfy);
+  expect_env_error("WEFT_EAGER", "yes");
+  expect_env_error("WEFT_DIRECT_SATISFY", "on");
 }
 
 TEST_F(Config, Scheduler) {
