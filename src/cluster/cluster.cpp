@@ -271,7 +271,9 @@ struct WireConnect {  // creator -> a predecessor's executor: tell `dest` when i
   std::uint64_t bytes;
   std::int32_t dest;
   std::uint32_t succ_access;
-  std::uint8_t mode;  // the successor's access (eager data for what it reads)
+  Version dest_version;   // with dest_holds: dest holds this version (the creator's view; see RemoteSuccessor)
+  std::uint8_t mode;      // the successor's access (eager data for what it reads)
+  std::uint8_t dest_holds;
 };
 struct WireLinkSatisfy {  // a predecessor's executor (or the creator) -> a successor's: its access may go on
   std::uint64_t succ_seq;
@@ -1021,8 +1023,16 @@ void Cluster::send_connects(const ClusterTask& c, const std::vector<SpawnLink>& 
   for (const SpawnLink& l : links) {
     if (l.executor == c.executor) continue;
     const ClusterAccess& a = c.acc[l.access];
-    const WireConnect m{l.pred_seq, c.seq, reinterpret_cast<std::uint64_t>(a.address), a.bytes, c.executor,
-                        l.access, static_cast<std::uint8_t>(a.mode)};
+    const Seen v = load(*a.where);  // (a predecessor that only reads the datum leaves this version)
+    const WireConnect m{l.pred_seq,
+                        c.seq,
+                        reinterpret_cast<std::uint64_t>(a.address),
+                        a.bytes,
+                        c.executor,
+                        l.access,
+                        v.version,
+                        static_cast<std::uint8_t>(a.mode),
+                        static_cast<std::uint8_t>((v.holders & bit(c.executor)) != 0)};
     send(l.executor, k_connect_, as_bytes_of(m));
   }
 }
@@ -1585,6 +1595,7 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
         const Seen x = load(c->acc[i].loc);
         v = {v.holders | x.holders, x.version};
       }
+    if (s.dest_holds && s.dest_version == v.version) v.holders |= bit(s.dest);  // no copy: it has one
     send_link_satisfy(s.dest, c->creator, s.succ_seq, s.succ_access, s.mode, s.address, s.bytes, v, failed);
   }
   const bool counted = complete_dependency(w, t, best, todo);
@@ -1928,7 +1939,8 @@ void Cluster::on_connect(const comm::Message& m) {
   auto it = received_.find(received_key(m.source(), x.pred_seq));
   if (it == received_.end()) return;
   it->second.second->remote_successors.push_back({x.dest, x.succ_seq, x.succ_access, static_cast<AccessMode>(x.mode),
-                                                  reinterpret_cast<const void*>(x.address), x.bytes});
+                                                  reinterpret_cast<const void*>(x.address), x.bytes,
+                                                  x.dest_holds != 0, x.dest_version});
 }
 
 void Cluster::send_link_satisfy(int dest, int creator, std::uint64_t succ_seq, std::uint32_t access, AccessMode mode,

@@ -71,6 +71,10 @@ struct RemoteSuccessor {
   AccessMode mode;
   const void* address;
   std::size_t bytes;
+  /// The creator's view when it linked them: the successor's rank holds version `dest_version` already. No
+  /// eager copy of that version then (views elsewhere are partial: the predecessor's rank may not know).
+  bool dest_holds;
+  std::uint32_t dest_version;
 };
 
 /// What a task of a cluster keeps (Task::cluster): its accesses, where its data is, its children's data.
