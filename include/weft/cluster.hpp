@@ -107,12 +107,16 @@ T* dmalloc(std::size_t count, const Distribution& distribution = Distribution::b
 /// once every process has dropped the block.
 void dfree(void* p);
 /// Memory of this process inside the common address space (any rank, any thread): a pointer to it means the
-/// same on every process, so tasks offloaded elsewhere may access it through their declared accesses.
+/// same on every process, so tasks offloaded elsewhere may access it through their declared accesses. This
+/// process may fill it directly before tasks access it (a task elsewhere that names it first fetches it from here).
 void* lmalloc(std::size_t bytes);
 template <class T>
 T* lmalloc(std::size_t count) {
   return static_cast<T*>(lmalloc(count * sizeof(T)));
 }
+/// Frees lmalloc memory of this process (no task may still access it); its pages go back at once. In a job of
+/// several processes its addresses come back to lmalloc only once every process has dropped what it knew of the
+/// block (copies, locations): rank 0 publishes the free at the start of its next run.
 void lfree(void* p);
 
 /// An exception thrown by a task on another process, rethrown where the task was spawned. what() is

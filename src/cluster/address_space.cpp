@@ -115,6 +115,14 @@ void RangeAllocator::reuse_retired() {
   retired_.clear();
 }
 
+void RangeAllocator::reuse_retired(std::uintptr_t start) {
+  std::lock_guard<std::mutex> g(m_);
+  if (auto it = retired_.find(start); it != retired_.end()) {
+    add_free(it->first, it->second);
+    retired_.erase(it);
+  }
+}
+
 AddressSpace& AddressSpace::get() {
   static AddressSpace* s = new AddressSpace;  // never destroyed: pointers into it may outlive static objects
   return *s;
@@ -198,7 +206,18 @@ void* AddressSpace::lmalloc(std::size_t bytes) {
   return p;
 }
 
-void AddressSpace::lfree(void* p) { local_.release(p); }
+std::size_t AddressSpace::lfree(void* p, bool defer) {
+  const std::size_t n = defer ? local_.retire(p) : local_.release(p);
+  release_pages(p, n);
+  return n;
+}
+
+int AddressSpace::local_owner(const void* address) const noexcept {
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  if (!base_ || a < base_ + size_ / 2 || a >= base_ + size_ || local_size_ == 0) return -1;
+  const std::size_t r = (a - base_ - size_ / 2) / local_size_;
+  return r < static_cast<std::size_t>(nodes_) ? static_cast<int>(r) : -1;
+}
 
 void AddressSpace::release_pages(void* p, std::size_t bytes) noexcept {
   // Whole pages only (dmalloc regions are page-aligned; their last page may be partly another's).

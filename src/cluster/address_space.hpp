@@ -32,6 +32,8 @@ class RangeAllocator {
   /// The same, but the block is allocated again only after reuse_retired().
   std::size_t retire(void* p);
   void reuse_retired();
+  /// One retired block, the one that starts at `start` (none: nothing happens).
+  void reuse_retired(std::uintptr_t start);
   bool contains(const void* p) const noexcept {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     return a >= base_ && a < base_ + size_;
@@ -75,7 +77,13 @@ class AddressSpace {
   std::size_t dfree(void* p, bool defer);
   void reuse_freed() { distributed_.reuse_retired(); }
   void* lmalloc(std::size_t bytes);
-  void lfree(void* p);
+  /// Frees a block of this process's lmalloc range and gives its pages back; returns its size. `defer`: its
+  /// addresses are allocated again only after reuse_local(start) (a cluster calls it once every process has
+  /// dropped what it knew of the block: see Cluster::local_freed).
+  std::size_t lfree(void* p, bool defer);
+  void reuse_local(std::uintptr_t start) { local_.reuse_retired(start); }
+  /// The rank whose lmalloc range holds `address`, or -1 (dmalloc memory, or outside the common address space).
+  int local_owner(const void* address) const noexcept;
   /// Gives the pages of [p, p + bytes) back to the system (another process freed a dmalloc region).
   void release_pages(void* p, std::size_t bytes) noexcept;
 

@@ -68,8 +68,10 @@
 // its task ends), no-eager (executor -> creator: no child needs a weak access's bytes), satisfy (creator ->
 // executor: a weak access's holders), fetch (a rank that needs a datum -> a holder), data (the bytes: the reply
 // to a fetch, or sent eagerly after a task, satisfy or link satisfy message by a rank that holds them; placed
-// straight at the datum's address), begin (rank 0 -> all, after the run's changes to the common address space),
-// end (rank 0 -> all: the run is over). Every message carries its run's number (the transport's epoch field): a
+// straight at the datum's address), lfree (a rank -> rank 0: it freed a block of its lmalloc range; see
+// local_freed), region (rank 0 -> all: a dmalloc region made or freed, an lmalloc block freed; at the start of a
+// run), begin (rank 0 -> all, after the run's changes to the common address space), end (rank 0 -> all: the run
+// is over). Every message carries its run's number (the transport's epoch field): a
 // rank that has not begun that run yet keeps it until it does, and one from a rank other than 0 until rank 0's
 // begin has come (so that memory freed and allocated anew is dropped first everywhere).
 //
@@ -400,6 +402,16 @@ class Cluster final : public Engine::Service {
   void forget(std::uintptr_t start, std::size_t bytes);
   /// The versions of this rank's bytes in [start, start + bytes) are forgotten (the region was freed).
   void forget_versions(std::uintptr_t start, std::size_t bytes);
+  /// weft::lfree on this rank, of a block of its lmalloc range (retired: not allocated again yet). Every rank
+  /// must drop what it knows of the block before its addresses come back (a datum allocated anew there must not
+  /// meet an old copy, or rank 0's cell of the old one): rank 0 does it as for dfree, at the start of its next
+  /// run (forget, then a region removal to every rank, before the run's begin message); the owner allocates the
+  /// addresses again when it handles that removal. Another rank tells rank 0 with an lfree message (at once in
+  /// a run; else at the start of its next run).
+  void local_freed(std::uintptr_t start, std::size_t bytes);
+  void on_lfree(const comm::Message& m);
+  /// Rank 0, at the start of a run: the blocks freed since (see local_freed).
+  void publish_lfrees();
   void send_regions();
   void send_regions_locked();
 
@@ -548,7 +560,8 @@ class Cluster final : public Engine::Service {
   static ProgressDemand source_demand(void* self) noexcept;
 
   comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0,
-             k_dump_ = 0, k_begin_ = 0, k_release_ = 0, k_no_eager_ = 0, k_connect_ = 0, k_link_satisfy_ = 0;
+             k_dump_ = 0, k_begin_ = 0, k_release_ = 0, k_no_eager_ = 0, k_connect_ = 0, k_link_satisfy_ = 0,
+             k_lfree_ = 0;
   // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
   // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
   double watchdog_ = 0;
@@ -648,6 +661,9 @@ class Cluster final : public Engine::Service {
   std::atomic<std::uint64_t> next_seq_{1};
   std::mutex regions_m_;
   std::vector<WireRegion> regions_;  // rank 0: dmalloc regions not yet published
+  // lmalloc blocks freed (start, bytes): rank 0, to publish at its next run's start; another rank, to tell rank 0
+  // at its next run's start (freed between runs). Under regions_m_.
+  std::vector<std::pair<std::uintptr_t, std::size_t>> lfreed_;
   std::atomic<std::uint32_t> round_robin_{0};
   std::atomic<std::uint32_t> received_seq_{0};
 };
@@ -747,6 +763,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
   k_end_ = reg("weft.cluster.end", &Cluster::on_end);
   k_begin_ = reg("weft.cluster.begin", &Cluster::on_begin);
   k_region_ = reg("weft.cluster.region", &Cluster::on_region);
+  k_lfree_ = reg("weft.cluster.lfree", &Cluster::on_lfree);
   // The watchdog's request for this rank's view (any run: the asking rank is about to end the job).
   k_dump_ = transport.register_kind("weft.cluster.watchdog", {.deliver = [this](const comm::Message& m) {
                                       std::fprintf(stderr, "%s (asked by rank %d)\n", view().c_str(), m.source());
@@ -900,10 +917,16 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
       if (!cell) {
         auto& slot = pc.cells[a.address];
         if (!slot) {
+          // Never accessed by a task yet: here, or on the rank whose lmalloc range holds it (that rank's own data,
+          // whose address came here in a datum).
           slot = std::make_unique<ClusterTask::Cell>();
-          slot->loc.holders.store(bit(rank), std::memory_order_relaxed);  // never accessed by a task yet: here
-          std::lock_guard<std::mutex> g(in_m_);
-          local_version_.try_emplace(a.address, 0);  // (version 0, the program's bytes)
+          const int owner = AddressSpace::get().local_owner(a.address);
+          const int at = owner >= 0 ? owner : rank;
+          slot->loc.holders.store(bit(at), std::memory_order_relaxed);
+          if (at == rank) {
+            std::lock_guard<std::mutex> g(in_m_);
+            local_version_.try_emplace(a.address, 0);  // (version 0, the program's bytes)
+          }
         }
         slot->bytes = std::max(slot->bytes, a.bytes);
         cell = &slot->loc;
@@ -1685,6 +1708,11 @@ bool Cluster::keep_if_early(const comm::Message& m) {
   // But a connect message (from a creator other than rank 0, whose channel to this rank is not ordered with rank
   // 0's end message): its predecessor has ended, and its creator told the successor itself (on_done).
   if (ended_here && m.kind() == k_connect_) return true;
+  // And an lfree message sent late in a run (or between runs) that rank 0 had ended: noted for its next run.
+  if (ended_here && m.kind() == k_lfree_) {
+    on_lfree(m);
+    return true;
+  }
   if (ended_here)
     comm::abort_job("weft::cluster: rank " + std::to_string(rank) + " got a message (" +
                     transport.kind_name(m.kind()) + ") of run " + std::to_string(m.epoch()) + " from rank " +
@@ -2094,6 +2122,9 @@ void Cluster::on_region(const comm::Message& m) {
     as.remove_region(r.start);
     as.release_pages(reinterpret_cast<void*>(r.start), r.bytes);
     forget_versions(r.start, r.bytes);
+    // A block this rank lfree'd: every rank handles this removal before any message of this run from a third
+    // rank (see publish_lfrees), and this rank's messages naming the addresses anew are of this run or later.
+    if (as.local_owner(reinterpret_cast<const void*>(r.start)) == rank) as.reuse_local(r.start);
     return;
   }
   Distribution dist;
@@ -2131,6 +2162,39 @@ void Cluster::forget(std::uintptr_t start, std::size_t bytes) {
   std::erase_if(root_state.touched, [&](const ClusterTask::Touched& t) { return inside(t.address); });
   std::erase_if(root_state.cells, [&](const auto& c) { return inside(c.first); });
   forget_versions(start, bytes);
+}
+
+void Cluster::local_freed(std::uintptr_t start, std::size_t bytes) {
+  std::lock_guard<std::mutex> g(regions_m_);
+  if (rank != 0 && running_.load(std::memory_order_acquire)) {
+    const WireRegion r{start, bytes, 0, {}, 0, 1};
+    send(0, k_lfree_, as_bytes_of(r));
+  } else {
+    lfreed_.emplace_back(start, bytes);
+  }
+}
+
+void Cluster::on_lfree(const comm::Message& m) {
+  const WireRegion r = read_header<WireRegion>(m);
+  if (AddressSpace::get().local_owner(reinterpret_cast<const void*>(r.start)) != m.source())
+    comm::abort_job("weft::cluster: rank " + std::to_string(m.source()) +
+                    " freed a block outside its lmalloc range (a protocol error)");
+  std::lock_guard<std::mutex> g(regions_m_);
+  lfreed_.emplace_back(r.start, r.bytes);
+}
+
+void Cluster::publish_lfrees() {
+  std::vector<std::pair<std::uintptr_t, std::size_t>> freed;
+  {
+    std::lock_guard<std::mutex> g(regions_m_);
+    freed.swap(lfreed_);
+  }
+  AddressSpace& as = AddressSpace::get();
+  for (const auto& [start, bytes] : freed) {
+    forget(start, bytes);
+    publish_region(WireRegion{start, bytes, 0, {}, 0, 1});
+    if (as.local_owner(reinterpret_cast<const void*>(start)) == 0) as.reuse_local(start);  // (see on_region)
+  }
 }
 
 void Cluster::forget_versions(std::uintptr_t start, std::size_t bytes) {
@@ -2274,11 +2338,20 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
           self.running_.store(true, std::memory_order_release);
           self.dispatch_kept();
         }
+        if (self.rank != 0) {  // blocks lfree'd here between runs: rank 0 publishes them (see local_freed)
+          std::lock_guard<std::mutex> g(self.regions_m_);
+          for (const auto& [start, bytes] : self.lfreed_) {
+            const WireRegion r{start, bytes, 0, {}, 0, 1};
+            self.send(0, self.k_lfree_, as_bytes_of(r));
+          }
+          self.lfreed_.clear();
+        }
         if (self.rank == 0) {
           // The changes to the common address space first, then the begin message: another rank handles no
           // message of the run from a third rank before both (the transport keeps each pair's order). Memory
           // freed since the last run's start is reused only from now on (AddressSpace::reuse_freed): every rank
           // has handled its removal before it sees a message of this run.
+          self.publish_lfrees();
           AddressSpace::get().reuse_freed();
           self.send_regions();
           for (int d = 1; d < self.size; ++d) self.send(d, self.k_begin_, {});
@@ -2493,7 +2566,17 @@ void dfree(void* p) {
 void* lmalloc(std::size_t bytes) { return space_for("lmalloc").lmalloc(bytes); }
 
 void lfree(void* p) {
-  if (p) space_for("lfree").lfree(p);
+  if (!p) return;
+  detail::AddressSpace& as = space_for("lfree");
+#ifdef WEFT_HAVE_MPI
+  // Several processes: the addresses come back once every process has dropped what it knew of the block (see
+  // Cluster::local_freed).
+  if (detail::Cluster* c = detail::g_cluster.load(std::memory_order_acquire); c && c->size > 1) {
+    c->local_freed(reinterpret_cast<std::uintptr_t>(p), as.lfree(p, /*defer=*/true));
+    return;
+  }
+#endif
+  as.lfree(p, false);
 }
 
 ClusterStats cluster_stats(const Runtime& rt) { return rt.cluster_stats(); }

@@ -352,6 +352,49 @@ TEST(Cluster, FreedMemoryIsReusedFromTheNextRunOn) {
   }
 }
 
+// lmalloc memory of another rank, read by rank 0's tasks, freed on its rank (weft::lfree) and allocated anew at the
+// same address: rank 0 must not take the new datum for its copy of the old one. Each run, a task on the last rank
+// allocates a block, fills it with that run's values and passes its address through a dmalloc'ed slot; a task on
+// rank 0 reads the block (from the last rank: its own data there), then a task on the last rank frees it. The
+// addresses come back in the next run (checked: reuse is what is tested). When lfree told no other rank, rank 0
+// read its copy of the first run's values in the second; and rank 0 took a block it had never seen for its own
+// data (version 0 here), reading zeros.
+TEST(Cluster, LfreedMemoryIsForgottenEverywhere) {
+  weft::Runtime rt(cluster_options());
+  const int last = weft::num_nodes() - 1;
+  static constexpr int kRuns = 4, kN = 64;
+  std::uint64_t* slot = nullptr;
+  std::vector<std::uint64_t> sums, blocks;
+  for (int run = 0; run < kRuns; ++run) {
+    rt.run([&](weft::Context& cx) {
+      if (run == 0) slot = weft::dmalloc<std::uint64_t>(1);
+      std::uint64_t* s = slot;
+      cx.spawn(
+          [s, run] {
+            auto* b = weft::lmalloc<std::uint64_t>(kN);
+            for (int i = 0; i < kN; ++i) b[i] = static_cast<std::uint64_t>(run * 1000 + i);
+            *s = reinterpret_cast<std::uint64_t>(b);
+          },
+          weft::out(*s), weft::node(last));
+      cx.taskwait_on(*s);
+      auto* b = reinterpret_cast<std::uint64_t*>(*s);
+      blocks.push_back(*s);
+      std::uint64_t sum = 0;
+      cx.spawn([b, &sum] { for (int i = 0; i < kN; ++i) sum += b[i]; }, weft::in(b, kN), weft::in(*s));  // here
+      cx.spawn([b] { weft::lfree(b); }, weft::inout(*s), weft::node(last));  // after the reader
+      cx.taskwait();
+      sums.push_back(sum);
+    });
+  }
+  rt.run([&](weft::Context&) { weft::dfree(slot); });
+  if (weft::node_id() != 0) return;
+  for (int run = 0; run < kRuns; ++run)
+    EXPECT_EQ(sums[run], static_cast<std::uint64_t>(run * 1000 * kN + kN * (kN - 1) / 2)) << "run " << run;
+  int reused = 0;
+  for (int run = 1; run < kRuns; ++run) reused += blocks[run] == blocks[run - 1];
+  EXPECT_GT(reused, 0) << "lmalloc never gave a freed block's address again: the test tests nothing";
+}
+
 // A task of a linked chain fails on its rank: the tasks linked after it there are cancelled (their bodies do
 // not run), and its error comes back to rank 0.
 TEST(Cluster, FailureInALinkedChainCancelsTheRest) {
