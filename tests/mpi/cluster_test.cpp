@@ -229,40 +229,12 @@ TEST(Cluster, PredecessorOnAThirdRankReportsDirectlyLazy) { chain_across_ranks(t
 TEST(Cluster, PredecessorOnAThirdRankThroughRankZero) { chain_across_ranks(false, true); }
 
 // A task of a chain that alternates between the ranks other than 0 fails: the tasks after it, linked to it or to
-// each other across ranks, are cancelled (their bodies do not run), and its error comes back to rank 0.
+// each other across ranks, are cancelled (their bodies do not run), and its error comes back to rank 0. (The
+// same check as FailureInALinkedChainCancelsTheRest, whose chain is on one rank.)
+void failing_chain(int (*rank_of)(int i, int nodes));
+
 TEST(Cluster, FailureInAChainAcrossRanksCancelsTheRest) {
-  weft::Runtime rt(cluster_options());
-  const int nodes = weft::num_nodes();
-  auto rank_of = [nodes](int i) { return nodes == 1 ? 0 : 1 + i % (nodes - 1); };
-  static constexpr int kChain = 20, kFails = 7;
-  std::int64_t* x = nullptr;
-  bool caught = false;
-  rt.run([&](weft::Context& cx) {
-    x = weft::dmalloc<std::int64_t>(1);
-    cx.spawn([p = x] { *p = 0; }, weft::out(*x), weft::node(rank_of(0)));
-    for (int i = 0; i < kChain; ++i)
-      cx.spawn(
-          [p = x, i] {
-            if (i == kFails) throw std::runtime_error("link " + std::to_string(i));
-            ++*p;
-          },
-          weft::inout(*x), weft::node(rank_of(i + 1)));
-    try {
-      cx.taskwait();
-    } catch (const std::runtime_error& e) {
-      caught = std::string(e.what()).find("link 7") != std::string::npos;
-    }
-  });
-  std::int64_t value = -1;
-  rt.run([&](weft::Context& cx) {
-    cx.spawn([&value, p = x] { value = *p; }, weft::in(*x));  // here: brings x from where it is
-    cx.taskwait();
-    weft::dfree(x);
-  });
-  if (weft::node_id() == 0) {
-    EXPECT_TRUE(caught);
-    EXPECT_EQ(value, kFails);  // the tasks before the failed one ran, none after it
-  }
+  failing_chain([](int i, int nodes) { return nodes == 1 ? 0 : 1 + i % (nodes - 1); });
 }
 
 // A task is linked on its rank only after predecessors that leave the datum there: not after a weak one, which
@@ -398,6 +370,11 @@ TEST(Cluster, LfreedMemoryIsForgottenEverywhere) {
 // A task of a linked chain fails on its rank: the tasks linked after it there are cancelled (their bodies do
 // not run), and its error comes back to rank 0.
 TEST(Cluster, FailureInALinkedChainCancelsTheRest) {
+  failing_chain([](int, int nodes) { return nodes - 1; });
+}
+
+// A chain of tasks on the ranks rank_of(i, nodes) that fails at its 8th link; see the two tests above.
+void failing_chain(int (*rank_of)(int i, int nodes)) {
   weft::Runtime rt(cluster_options());
   const int nodes = weft::num_nodes();
   static constexpr int kChain = 20, kFails = 7;
@@ -405,14 +382,14 @@ TEST(Cluster, FailureInALinkedChainCancelsTheRest) {
   bool caught = false;
   rt.run([&](weft::Context& cx) {
     x = weft::dmalloc<std::int64_t>(1);
-    cx.spawn([p = x] { *p = 0; }, weft::out(*x), weft::node(nodes - 1));
+    cx.spawn([p = x] { *p = 0; }, weft::out(*x), weft::node(rank_of(0, nodes)));
     for (int i = 0; i < kChain; ++i)
       cx.spawn(
           [p = x, i] {
             if (i == kFails) throw std::runtime_error("link " + std::to_string(i));
             ++*p;
           },
-          weft::inout(*x), weft::node(nodes - 1));
+          weft::inout(*x), weft::node(rank_of(i + 1, nodes)));
     try {
       cx.taskwait();
     } catch (const std::runtime_error& e) {

@@ -165,31 +165,25 @@ TEST_F(Config, IdlePauses) {
   }
 }
 
-TEST_F(Config, AblationSwitches) {
-  weft::Options o = weft::Options::from_environment();
-  EXPECT_TRUE(o.local_counts);
-  EXPECT_TRUE(o.biased_lock);
-  ::setenv("WEFT_LOCAL_COUNTS", "0", 1);
-  ::setenv("WEFT_BIASED_LOCK", "0", 1);
-  o = weft::Options::from_environment();
-  EXPECT_FALSE(o.local_counts);
-  EXPECT_FALSE(o.biased_lock);
-  expect_env_error("WEFT_LOCAL_COUNTS", "no");
-  expect_env_error("WEFT_BIASED_LOCK", "2");
+// A switch read from WEFT_<name>=1|0: on by default, off with 0, any other value an error naming the variable.
+void expect_switch(const char* var, bool weft::Options::*field, const char* bad) {
+  EXPECT_TRUE(weft::Options::from_environment().*field) << var;
+  ::setenv(var, "0", 1);
+  EXPECT_FALSE(weft::Options::from_environment().*field) << var;
+  ::setenv(var, "1", 1);
+  EXPECT_TRUE(weft::Options::from_environment().*field) << var;
+  expect_env_error(var, bad);
 }
 
-// The cluster's switches (weft/cluster.hpp): on by default, 1 or 0, anything else named in the error.
+TEST_F(Config, AblationSwitches) {
+  expect_switch("WEFT_LOCAL_COUNTS", &weft::Options::local_counts, "no");
+  expect_switch("WEFT_BIASED_LOCK", &weft::Options::biased_lock, "2");
+}
+
+// The cluster's switches (weft/cluster.hpp).
 TEST_F(Config, ClusterSwitches) {
-  weft::Options o = weft::Options::from_environment();
-  EXPECT_TRUE(o.eager_transfers);
-  EXPECT_TRUE(o.direct_satisfy);
-  ::setenv("WEFT_EAGER", "0", 1);
-  ::setenv("WEFT_DIRECT_SATISFY", "0", 1);
-  o = weft::Options::from_environment();
-  EXPECT_FALSE(o.eager_transfers);
-  EXPECT_FALSE(o.direct_satisfy);
-  expect_env_error("WEFT_EAGER", "yes");
-  expect_env_error("WEFT_DIRECT_SATISFY", "on");
+  expect_switch("WEFT_EAGER", &weft::Options::eager_transfers, "yes");
+  expect_switch("WEFT_DIRECT_SATISFY", &weft::Options::direct_satisfy, "on");
 }
 
 TEST_F(Config, Scheduler) {
