@@ -36,7 +36,7 @@ sections=(
   "metg-vary|23|METG against dependencies per task, bytes per dependency, imbalance and concurrent graphs"
   "apps|4.2, 26|the iterative applications: taskiter against plain tasks, replay with a barrier and OpenMP"
   "dense|16, 21.1|dense applications on 2 ranks: weft offload, MPI + weft, MPI + OpenMP"
-  "cluster|17, 21.2|the costs of offloaded tasks on 2 ranks against raw MPI"
+  "cluster|17, 21.2, 40.1|the costs of offloaded tasks on 2 ranks against raw MPI; the hop between third ranks (3)"
   "dist|9, 11|flow graphs across 2 ranks against raw MPI"
   "comm|8|the transport: latency and bandwidth against raw MPI"
   "halo|12|MPI inside tasks: the halo application, 2 ranks"
@@ -105,6 +105,7 @@ fi
 # container that refuses CMA, set OMPI_MCA_btl_vader_single_copy_mechanism=none; the header says which.
 mpi_env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 mpirun2() { env "${mpi_env[@]}" timeout 1800 mpirun -np 2 --bind-to none "$@"; }
+mpirun3() { env "${mpi_env[@]}" timeout 1800 mpirun -np 3 --oversubscribe --bind-to none "$@"; }
 have_mpi() { command -v mpirun >/dev/null 2>&1; }
 load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 
@@ -266,6 +267,9 @@ dense() {
 cluster() {
   if ((quick)); then mpi_bench bench/comm/weft-bench-cluster --reps=1 --hops=200 --tasks=2000
   else mpi_bench bench/comm/weft-bench-cluster --reps=5; fi
+  # 3 ranks: direct satisfaction against the way through rank 0 (more processes than cores here: oversubscribed)
+  if ((quick)); then run mpirun3 "$rel/bench/comm/weft-bench-cluster" --reps=1 --hops=200
+  else run mpirun3 "$rel/bench/comm/weft-bench-cluster" --reps=11 --hops=5000; fi
 }
 dist() {
   if ((quick)); then mpi_bench bench/comm/weft-bench-dist --reps=1 --hops=2000 --fences=200 --depth=10
