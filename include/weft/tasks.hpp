@@ -434,7 +434,10 @@ struct label {
 /// to the other process, so its type must be trivially copyable (checked at compile time), and what it captures
 /// must mean the same there: values, and pointers into weft::dmalloc / weft::lmalloc memory only (never a
 /// capture by reference: a pointer to this process's stack; one that points into the spawning thread's stack is
-/// refused at run time with std::invalid_argument). In a job of one process both clauses change nothing.
+/// refused at run time with std::invalid_argument, but the stacks of other threads, e.g. the main thread's
+/// locals captured by a task spawned from a child task, and heap pointers are not detected: such a task fails on
+/// the other process). In a job of one process both clauses change nothing, but weft::node(n) still needs
+/// n < weft::num_nodes() (write weft::node(i % weft::num_nodes()) for a program meant for any job size).
 struct offload_t {
   explicit constexpr offload_t() = default;
 };
@@ -726,7 +729,10 @@ class Context {
   void taskwait_on(const void* address);
   template <class T>
   void taskwait_on(const T& object) {
-    detail::check_not_pointer<T>();
+    static_assert(!std::is_pointer_v<T>,
+                  "weft: taskwait_on(p) on a pointer would name the pointer variable itself; write taskwait_on(*p) "
+                  "for the object it points to, or pass the datum's start address as a const void*: "
+                  "taskwait_on(static_cast<const void*>(p)) (a datum that is itself a pointer: its address)");
     taskwait_on(static_cast<const void*>(std::addressof(object)));
   }
 

@@ -514,10 +514,12 @@ class Cluster final : public Engine::Service {
   /// of it is on its way here; else once it has arrived (this rank is named a holder from the moment it asked
   /// for it). Under in_m_.
   void send_when_here_locked(int dest, const void* address, std::size_t bytes, bool eager, Version version);
-  /// This rank's bytes of `address` are version v. Under in_m_.
+  /// This rank's bytes of `address` are version v. Under in_m_. (Unlisted data of this rank's lmalloc range is
+  /// at version 0 here: the bytes the program put there, which no task wrote nor transfer replaced.)
   bool valid_here_locked(const void* address, Version v) const {
     auto it = local_version_.find(address);
-    return it != local_version_.end() && it->second == v;
+    if (it != local_version_.end()) return it->second == v;
+    return v == 0 && AddressSpace::get().local_owner(address) == rank;
   }
   /// The transfers of `address` to this rank in flight, or null if none. Under in_m_.
   Incoming* in_flight_locked(const void* address) {
