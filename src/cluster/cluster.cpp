@@ -142,6 +142,18 @@ void store(Location& l, Seen s) {
   l.holders.store(s.holders, std::memory_order_release);
 }
 
+/// Where a task leaves `address` (its accesses' locations once it has ended): several accesses to the datum are
+/// readers of one version (their holders add up), or the last one's version counts.
+Seen final_location(const ClusterTask& c, const void* address) {
+  Seen v{0, 0};
+  for (std::uint32_t i = 0; i < c.n_acc; ++i)
+    if (c.acc[i].address == address) {
+      const Seen x = load(c.acc[i].loc);
+      v = {v.holders | x.holders, x.version};
+    }
+  return v;
+}
+
 /// The stack of the calling thread, [lo, hi): an offloaded closure must not point into it.
 std::pair<std::uintptr_t, std::uintptr_t> this_stack() {
   thread_local std::pair<std::uintptr_t, std::uintptr_t> range{0, 0};
@@ -1614,12 +1626,7 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   // when this rank holds them. Several accesses of this task to the datum: readers of one version, or the
   // last one's version (as for the local successors above).
   for (const RemoteSuccessor& s : served) {
-    Seen v{0, 0};
-    for (std::uint32_t i = 0; i < c->n_acc; ++i)
-      if (c->acc[i].address == s.address) {
-        const Seen x = load(c->acc[i].loc);
-        v = {v.holders | x.holders, x.version};
-      }
+    Seen v = final_location(*c, s.address);
     if (s.dest_holds && s.dest_version == v.version) v.holders |= bit(s.dest);  // no copy: it has one
     send_link_satisfy(s.dest, c->creator, s.succ_seq, s.succ_access, s.mode, s.address, s.bytes, v, failed);
   }
@@ -2080,12 +2087,7 @@ void Cluster::on_done(const comm::Message& m) {
       told = x.succ_seq == r.succ_seq && x.succ_access == r.access;  // (a task may link to it for two data)
     }
     if (told) continue;
-    Seen v{0, 0};
-    for (std::uint32_t i = 0; i < c.n_acc; ++i)
-      if (c.acc[i].address == r.address) {
-        const Seen x = load(c.acc[i].loc);
-        v = {v.holders | x.holders, x.version};
-      }
+    const Seen v = final_location(c, r.address);
     send_link_satisfy(r.dest, rank, r.succ_seq, r.access, r.mode, r.address, r.bytes, v,
                       d.error_size != 0 || t->cancelled.load(std::memory_order_relaxed));
   }
