@@ -28,9 +28,9 @@ extern const TaskKind kWeakNode;
 extern const TaskKind kReportedWeakNode;
 inline bool is_weak_node(const Task* t) { return t->kind == &kWeakNode || t->kind == &kReportedWeakNode; }
 
-/// The run and complete functions of kDependencyTask, for kinds built on it (src/cluster).
+/// The run function of kDependencyTask (its complete step, complete_dependency, is below), for kinds built on it
+/// (src/cluster): only for kinds whose complete step is complete_dependency, which it inlines.
 void run_dependency(Worker& w, Task* t);
-bool complete_dependency(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo);
 /// A dependency task of a job of several processes (src/cluster): run here or on another process.
 extern const TaskKind kClusterTask;
 
@@ -174,6 +174,13 @@ inline bool end_children(Worker& w, Task* t) {
   if (t->has_error.load(std::memory_order_acquire)) [[unlikely]]
     fail_with_child_error(w, t);
   return t->cancelled.load(std::memory_order_relaxed);
+}
+
+/// The complete step of a dependency task (TaskKind::complete): inline, as run_dependency completes its tasks
+/// with it (end_body_as<complete_dependency>).
+[[gnu::always_inline]] inline bool complete_dependency(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  release_successors(w, t, end_children(w, t), best, todo);
+  return true;  // a finished child of its parent
 }
 
 }  // namespace weft::detail

@@ -22,9 +22,11 @@ constexpr std::uint32_t kSweepAt = 64;  // retirements between two recycling pas
 
 }  // namespace
 
+// For the kinds whose complete step is complete_dependency (kDependencyTask, kClusterTask).
 void run_dependency(Worker& w, Task* t) {
+  WEFT_ASSERT(t->kind->complete == &complete_dependency);
   run_body(w, t);
-  end_body(w, t);
+  end_body_as<&complete_dependency>(w, t);
 }
 
 namespace {
@@ -39,11 +41,6 @@ void run_commutative(Worker& w, Task* t) {
 }
 
 }  // namespace
-
-bool complete_dependency(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
-  release_successors(w, t, end_children(w, t), best, todo);
-  return true;  // a finished child of its parent
-}
 
 namespace {
 

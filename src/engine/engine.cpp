@@ -523,11 +523,10 @@ void Engine::wake_all() {
 // ---------------------------------------------------------------------------------------------------------
 
 namespace {
-
 constexpr std::uint32_t kCountBatch = 64;  // completions per batch (Worker::count_batch)
+}  // namespace
 
-// Subtracts the worker's batched completions; returns the parent if that completed it.
-inline Task* take_counted(Worker& w) {
+Task* take_counted(Worker& w) {
   Task* p = w.counted_parent;
   const std::int64_t c = w.counted;
   w.counted_parent = nullptr;
@@ -538,6 +537,8 @@ inline Task* take_counted(Worker& w) {
     wake_child_waiter(w, p);  // (the bit is set only while p's body runs: `before == c` cannot hold then)
   return before == c ? p : nullptr;
 }
+
+namespace {
 
 // Counts a finished child of p in the worker's batch; a parent that this completes goes to `todo`.
 inline void count_finished_child(Worker& w, Task* p, std::vector<Task*>& todo) {
@@ -569,17 +570,23 @@ void fail_with_child_error(Worker& w, Task* t) {
 // parent that completes frees its domain, join nodes included (nodes are not counted in `alive`).
 void complete(Worker& w, Task* t) {
   std::vector<Task*>& todo = w.completing;
-  std::vector<Task*>& done_children = w.completed_children;
-  const std::size_t base = todo.size(), done_base = done_children.size();
+  const std::size_t base = todo.size(), done_base = w.completed_children.size();
   Task* best = nullptr;
+  Task* const parent = t->parent;  // read first: once completed, t may be recycled
+  WEFT_ASSERT(t->kind->complete);
+  const bool owed = t->kind->complete(w, t, best, todo);
+  complete_rest(w, owed ? parent : nullptr, best, base, done_base);
+}
+
+void complete_rest(Worker& w, Task* owed, Task* best, std::size_t base, std::size_t done_base) {
+  std::vector<Task*>& todo = w.completing;
+  std::vector<Task*>& done_children = w.completed_children;
   for (;;) {
-    Task* const parent = t->parent;  // read first: once completed, t may be recycled
-    WEFT_ASSERT(t->kind->complete);
-    if (t->kind->complete(w, t, best, todo) && parent) {
+    if (owed) {
       if (todo.size() == base && done_children.size() == done_base)
-        count_finished_child(w, parent, todo);  // no node readied: count it now
+        count_finished_child(w, owed, todo);  // no node readied: count it now
       else
-        done_children.push_back(parent);  // counted once the nodes readied above have completed
+        done_children.push_back(owed);  // counted once the nodes readied above have completed
     }
     while (todo.size() == base && done_children.size() > done_base) {
       Task* p = done_children.back();
@@ -587,20 +594,14 @@ void complete(Worker& w, Task* t) {
       count_finished_child(w, p, todo);
     }
     if (todo.size() == base) break;
-    t = todo.back();
+    Task* const t = todo.back();
     todo.pop_back();
+    Task* const parent = t->parent;  // read first: once completed, t may be recycled
+    WEFT_ASSERT(t->kind->complete);
+    owed = t->kind->complete(w, t, best, todo) ? parent : nullptr;
   }
-  if (best) {
-    // Keep priority order: a queued task of higher priority goes first (for a negative one, a default one too;
-    // split by sign so that the usual case, p >= 0 with no positive priority queued, is one load and test).
-    const std::int32_t p = best->priority;
-    if (w.next || (p >= 0 ? queued_above(w, p) : queued_above(w, p) || w.deque.maybe_nonempty()))
-      schedule(w, best);
-    else
-      w.next = best;
-  }
+  settle_best(w, best);
 }
-
 
 void publish_children(Task* t) {
   if (t->unpublished) {
@@ -789,6 +790,7 @@ void throttle_loop(Worker& w, Task* p, std::int64_t limit) {
     }
   } const check{w, p, limit / 2};
   const WaitCondition cond{[](const void* c) { return (*static_cast<const Check*>(c))(); }, &check, p};
+  WaitingScope waiting(w, nullptr);  // (for fewer children, not for none)
   while (counted_children(w, p) > limit / 2) {
     if (Task* t = find_work(w)) {
       w.idle_rounds = 0;
@@ -860,28 +862,38 @@ constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, lat
   for (std::uint32_t i = 0; i < k; ++i) w.deque.push(top[i]);  // popped last first: pushed back first last
 }
 
+void run_detached(Worker& w, Task* t);
+constexpr TaskKind kDetachedTask{"detached", false, true, &run_detached, nullptr, nullptr, nullptr, nullptr, nullptr};
+
 // A detached task has no children and no successor list: it completes when its body returns; it is counted in
 // its anchor and its descriptor is recycled at once.
 void run_detached(Worker& w, Task* t) {
-  run_body(w, t);
-  // The body's sends went to the deque, where other workers could take them while it ran; the first of them
-  // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
-  // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
-  if (tls_detached_queued) [[unlikely]]  // never on a single worker (the slot is used)
-    first_sent_on_top(w);
-  Task* const anchor = t->parent;
-  free_task(w, t);
-  std::vector<Task*>& todo = w.completing;
-  const std::size_t base = todo.size();
-  count_finished_child(w, anchor, todo);
-  if (todo.size() != base) {  // that completed a parent (the anchor, or the one counted before it)
-    Task* p = todo.back();
-    todo.pop_back();
-    complete(w, p);
-  }
+  do {
+    run_body(w, t);
+    // The body's sends went to the deque, where other workers could take them while it ran; the first of them
+    // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
+    // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
+    if (tls_detached_queued) [[unlikely]]  // never on a single worker (the slot is used)
+      first_sent_on_top(w);
+    Task* const anchor = t->parent;
+    free_task(w, t);
+    if (anchor == w.counted_parent && w.counted + 1 < w.count_batch) [[likely]] {
+      ++w.counted;  // as count_finished_child, without completing the anchor
+    } else {
+      std::vector<Task*>& todo = w.completing;
+      const std::size_t base = todo.size();
+      count_finished_child(w, anchor, todo);
+      if (todo.size() != base) {  // that completed a parent (the anchor, or the one counted before it)
+        Task* p = todo.back();
+        todo.pop_back();
+        complete(w, p);
+        return;  // (the anchor may be gone)
+      }
+    }
+    // A chain of sends on one worker runs here without going back to the worker's loop after each.
+    t = take_chained(w, &kDetachedTask, anchor);
+  } while (t);
 }
-
-constexpr TaskKind kDetachedTask{"detached", false, true, &run_detached, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
@@ -908,6 +920,7 @@ constexpr unsigned kMaxSendThrottleDepth = 32;       // beyond, sends are not th
   // The sends counted so far for the reordering at the end of the body (run_detached) may be run here: forget
   // them (that reordering only chooses which task runs first).
   tls_detached_queued = 0;
+  WaitingScope waiting(w, nullptr);
   while (unfinished_children(w, a) > limit / 2) {
     Task* t = find_work(w);
     if (!t) break;

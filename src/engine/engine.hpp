@@ -125,6 +125,11 @@ struct alignas(64) Worker {
   StealDeque deque;
   PriorityQueue prioritized;
   Task* next = nullptr;  ///< immediate successor slot
+  /// What the innermost wait of this worker waits for (WaitingScope): the task whose children it waits for
+  /// until none is left, or &kOtherWait for another condition; null outside waits (the worker's own loop). A
+  /// kind may run its immediate successor itself, without going back to the loop that checks the wait's
+  /// condition, only where that cannot delay the wait (replayed instances: run_vertex).
+  const void* waiting_for = nullptr;
   bool immediate_successor = true;  ///< Options::immediate_successor, kept at hand
   /// Options::scheduler is Scheduler::lfq, kept at hand: the one test that the default scheduler's queue
   /// operations pay for the other one (its deque and priority lists then stay empty, and lfq_buffer is used).
@@ -431,6 +436,23 @@ inline void offer(Worker& w, Task* s, Task*& best) {
     schedule(w, s);
   }
 }
+/// The end of a completion: the best task it readied (if any) becomes w's immediate successor, unless one is
+/// there already or a queued task goes first by priority (for a negative priority, a task of default priority
+/// too; split by sign so that the usual case, p >= 0 with no positive priority queued, is one load and test).
+[[gnu::always_inline]] inline void settle_best(Worker& w, Task* best) {
+  if (!best) return;
+  const std::int32_t p = best->priority;
+  if (w.next || (p >= 0 ? queued_above(w, p) : queued_above(w, p) || w.deque.maybe_nonempty()))
+    schedule(w, best);
+  else
+    w.next = best;
+}
+/// complete() (kind.hpp) after its first task's TaskKind::complete step: counts a finished child of `owed`
+/// (null: none owed), completes what the step pushed to w.completing above `base` (and, transitively, what
+/// those ready), then settles `best`.
+void complete_rest(Worker& w, Task* owed, Task* best, std::size_t base, std::size_t done_base);
+/// Subtracts the worker's batched completions from their parent; returns the parent if that completed it.
+Task* take_counted(Worker& w);
 void free_remote(Worker& w, Task* t);  ///< free_task for a descriptor of another worker's pool
 /// Returns t to its owner's pool. What a front end hangs off a descriptor (edge arrays, weak links...) it frees
 /// first: the fields marked (0) in detail/task.hpp must be zero again.
@@ -450,6 +472,22 @@ inline Task* find_work(Worker& w) {
     return t;
   }
   return find_queued_work(w);
+}
+/// A task of `kind` and `parent` that has just completed on w may run w's immediate successor itself, in a loop,
+/// without going back to the worker's loop (find_work, run_task), when that successor is of the same kind and
+/// parent: this returns it (taken from the slot, counted as find_work counts it), or null. Only while w waits for
+/// nothing but `parent`'s children (which cannot all have finished while the successor has not) or for nothing
+/// (its own loop), so that no wait's condition goes unchecked, and when nothing is due before a task (run_task's
+/// slow path: a poll, a batch of another parent's count). The slot is empty when a task begins, so what it holds
+/// was readied by this task (its body or its completion).
+inline Task* take_chained(Worker& w, const TaskKind* kind, const Task* parent) {
+  Task* const n = w.next;
+  if (!n || n->kind != kind || n->parent != parent || (w.waiting_for && w.waiting_for != parent) ||
+      w.progress_countdown.load(std::memory_order_relaxed) != 0 || (w.counted && parent != w.counted_parent))
+    return nullptr;
+  w.next = nullptr;
+  ++w.counters.immediate_successor;
+  return n;
 }
 /// Credits a worker takes from a parent at once for children it makes ready without spawning them (flow
 /// tasks, replayed taskiter instances): each such child consumes one, each completion counted on this worker
@@ -522,9 +560,26 @@ class LfqWaitScope {
   Worker& w_;
   Task* outer_;
 };
+/// Worker::waiting_for of a wait for something else than a task's children: its address.
+inline constexpr char kOtherWait = 0;
+/// w waits for `watched`'s children (null: for another condition) while this lives (Worker::waiting_for).
+class WaitingScope {
+ public:
+  WaitingScope(Worker& w, const Task* watched) : w_(w), outer_(w.waiting_for) {
+    w.waiting_for = watched ? static_cast<const void*>(watched) : &kOtherWait;
+  }
+  ~WaitingScope() { w_.waiting_for = outer_; }
+  WaitingScope(const WaitingScope&) = delete;
+  WaitingScope& operator=(const WaitingScope&) = delete;
+
+ private:
+  Worker& w_;
+  const void* outer_;
+};
 /// The loop of wait_until (inlined: a wait of the default scheduler runs its loop without a call).
 template <class Cond>
 [[gnu::always_inline]] inline void wait_loop(Worker& w, Cond& done, Task* watched, bool keep_polling) {
+  WaitingScope waiting(w, watched);
   for (;;) {
     if (done()) break;
     if (Task* t = find_work(w)) {

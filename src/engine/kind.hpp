@@ -32,11 +32,35 @@ inline void run_body(Worker& w, Task* t) {
 /// Completes t (see TaskKind::complete), then, transitively, the join nodes and parents that completes; the best
 /// task readied becomes w's immediate successor.
 void complete(Worker& w, Task* t);
-/// t's body has returned: publishes the children it spawned, and completes t if nothing else is pending.
-inline void end_body(Worker& w, Task* t) {
+/// A complete step (TaskKind::complete).
+using CompleteStep = bool (*)(Worker&, Task*, Task*&, std::vector<Task*>&);
+/// complete(w, t) for a task whose kind's complete step is `Step`, inlined into the kind's run function: the
+/// usual outcome (no join node readied, the finished child counted in the worker's batch, or none owed) costs no
+/// call; any other continues out of line (complete_rest), exactly as complete() would. kReadiesNodes: the step
+/// may push to its `todo` (false: it never does, and the test is left out).
+template <CompleteStep Step, bool kReadiesNodes>
+[[gnu::always_inline]] inline void complete_as(Worker& w, Task* t) {
+  std::vector<Task*>& todo = w.completing;
+  const std::size_t base = kReadiesNodes ? todo.size() : 0;
+  Task* const parent = t->parent;  // read first: once completed, t may be recycled
+  Task* best = nullptr;
+  Task* const owed = Step(w, t, best, todo) ? parent : nullptr;
+  if (!kReadiesNodes || todo.size() == base) [[likely]] {
+    if (!owed) return settle_best(w, best);
+    if (owed == w.counted_parent && w.counted + 1 < w.count_batch) [[likely]] {
+      ++w.counted;  // as count_finished_child, without completing the parent
+      return settle_best(w, best);
+    }
+  }
+  complete_rest(w, owed, best, kReadiesNodes ? base : todo.size(), w.completed_children.size());
+}
+/// t's body has returned: publishes the children it spawned, and completes t if nothing else is pending, with
+/// complete_now(w, t) when nothing else ever was (the usual case), else with complete().
+template <class CompleteNow>
+[[gnu::always_inline]] inline void end_body_then(Worker& w, Task* t, CompleteNow complete_now) {
   if (w.counted_parent == t) flush_completions(w);
   if (t->unpublished == 0 && t->alive.load(std::memory_order_acquire) == kAliveGuard) {
-    complete(w, t);  // no child or weak node left: nobody else touches `alive`
+    complete_now(w, t);  // no child or weak node left: nobody else touches `alive`
     return;
   }
   const std::int64_t delta = static_cast<std::int64_t>(t->unpublished) - kAliveGuard;
@@ -44,6 +68,15 @@ inline void end_body(Worker& w, Task* t) {
   const std::int64_t after = t->alive.fetch_add(delta, std::memory_order_acq_rel) + delta;
   WEFT_ASSERT(after >= 0);
   if (after == 0) complete(w, t);
+}
+/// t's body has returned: publishes the children it spawned, and completes t if nothing else is pending.
+inline void end_body(Worker& w, Task* t) {
+  end_body_then(w, t, [](Worker& w, Task* t) { complete(w, t); });
+}
+/// end_body for a task whose kind's complete step is `Step`, inlined (complete_as).
+template <CompleteStep Step, bool kReadiesNodes = true>
+[[gnu::always_inline]] inline void end_body_as(Worker& w, Task* t) {
+  end_body_then(w, t, [](Worker& w, Task* t) { complete_as<Step, kReadiesNodes>(w, t); });
 }
 /// Adds t's unpublished children to its `alive` count (before a wait, or at the end of the body).
 void publish_children(Task* t);

@@ -904,42 +904,13 @@ void check_not_recording(const Task*, const char* what) {
                        "replays, so it cannot wait for them (wait inside a recorded task instead)");
 }
 
-template <bool kCounted>
-inline void run_vertex(Worker& w, Task* t) {
-  IterNode& v = *t->iter;
-  Loop& L = *v.loop;
-  // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
-  if (L.failed.load(std::memory_order_relaxed) || (v.period + 1 == L.n_periods && v.copy >= L.rem)) [[unlikely]]
-    return end_body(w, t);
-  Context cx = ContextAccess::make(t, &w);
-  if (w.trace) [[unlikely]]
-    t->trace_tag = v.period * L.k + v.copy;  // traces show the iteration each instance ran for
-  trace::on_body_begin(w, t);
-  try {
-    t->body_ops->run(t, cx);  // the body stays: it runs again next iteration
-  } catch (...) {
-    L.failed.store(true, std::memory_order_relaxed);
-    record_error(w, L.owner, std::current_exception());
-  }
-  trace::on_body_end(w, t);
-  if constexpr (kCounted) ++w.counters.tasks_executed;  // a combination is not a task of the program
-  end_body(w, t);
-}
-void run_replayed(Worker& w, Task* t) { run_vertex<true>(w, t); }
-void run_combine(Worker& w, Task* t) { run_vertex<false>(w, t); }
-
-void run_control_task(Worker& w, Task* t) {
-  run_control(w, *t->iter);
-  end_body(w, t);
-}
-
 // The instance has completed (body and children): re-arms the vertex and releases the successors of that
 // iteration (ready ones offered to `best`). `failed`: it or a child failed (stops the loop). Returns true if t's
 // count in its taskiter went to a released instance (then t is not counted as a finished child).
 // kUpdated: a pipelined update loop (kUpdatedTask): the instance's period is counted complete (the driver may
 // then free t, whose carrier slot the next delivery takes), and a successor's carrier is that of its parity.
 template <bool kUpdated>
-bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
+[[gnu::always_inline]] inline bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
   IterNode& v = *t->iter;
   Loop& L = *v.loop;
   t->alive.store(kAliveGuard, std::memory_order_relaxed);
@@ -991,13 +962,55 @@ bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
   return true;
 }
 
-bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
+[[gnu::always_inline]] inline bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   const bool failed = end_children(w, t);  // a replayed body may spawn children of its own
   return !complete_instance<false>(w, t, failed, best);
 }
 bool complete_updated(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   const bool failed = end_children(w, t);
   return !complete_instance<true>(w, t, failed, best);
+}
+
+template <bool kCounted>
+inline void run_vertex(Worker& w, Task* t) {
+  for (;;) {
+    IterNode& v = *t->iter;
+    Loop& L = *v.loop;
+    // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
+    if (L.failed.load(std::memory_order_relaxed) || (v.period + 1 == L.n_periods && v.copy >= L.rem)) [[unlikely]]
+      return end_body(w, t);
+    Context cx = ContextAccess::make(t, &w);
+    if (w.trace) [[unlikely]]
+      t->trace_tag = v.period * L.k + v.copy;  // traces show the iteration each instance ran for
+    trace::on_body_begin(w, t);
+    try {
+      t->body_ops->run(t, cx);  // the body stays: it runs again next iteration
+    } catch (...) {
+      L.failed.store(true, std::memory_order_relaxed);
+      record_error(w, L.owner, std::current_exception());
+    }
+    trace::on_body_end(w, t);
+    if constexpr (!kCounted) {
+      return end_body(w, t);  // a combination is not a task of the program
+    } else {
+      ++w.counters.tasks_executed;
+      // Replayed instances (not the first, nor a pipelined update's) complete inline: the hot path of replay.
+      if (t->kind != &kReplayedTask) [[unlikely]]
+        return end_body(w, t);
+      Task* const owner = t->parent;  // (t and the loop may be gone once t has completed: not read after)
+      end_body_as<&complete_replayed, /*kReadiesNodes=*/false>(w, t);
+      // A chain of instances runs here without going back to the worker's loop after each.
+      t = take_chained(w, &kReplayedTask, owner);
+      if (!t) return;
+    }
+  }
+}
+void run_replayed(Worker& w, Task* t) { run_vertex<true>(w, t); }
+void run_combine(Worker& w, Task* t) { run_vertex<false>(w, t); }
+
+void run_control_task(Worker& w, Task* t) {
+  run_control(w, *t->iter);
+  end_body(w, t);
 }
 
 // An instance of period 0 has completed: it releases its successors of period 0 as a spawned task does, and

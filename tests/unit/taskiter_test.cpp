@@ -702,6 +702,46 @@ TEST_P(Taskiter, Statistics) {
   EXPECT_EQ(s.tasks_executed, 121u);
 }
 
+// A worker runs a chain of replayed instances without going back to its loop after each (the next instance is
+// its immediate successor), but not inside a wait for something else: there, the waiting task resumes as soon
+// as what it waits for has finished, as after any task. One worker, so that the order is fixed:
+//  - P takes an event and returns; then the loop's driver waits for its instances, of which B is a chain;
+//  - B of iteration 2 fulfils P's event, so P completes, and D (which reads what P wrote) becomes ready; its
+//    priority makes it the immediate successor, before B's next instance, and it runs inside the driver's wait;
+//  - D spawns c, which takes an event, and waits for its children: the next instance of B runs inside that wait
+//    and fulfils c's event. D's wait is over, and D must resume there, not after the rest of B's chain.
+TEST(TaskiterChain, AWaitForOtherTasksIsNotDelayedByTheChain) {
+  weft::Runtime rt(opts(1));
+  constexpr int kIters = 100;
+  int b_runs = 0, b_runs_at_resume = -1, p_fulfilled_at = -1, c_fulfilled_at = -1;
+  weft::Event p_event, c_event;
+  long y = 0, z = 0;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(kIters, [&](weft::Context& it) {
+      it.spawn([&] {
+        ++b_runs;
+        if (b_runs >= 3 && p_fulfilled_at < 0 && p_event.pending()) {
+          p_fulfilled_at = b_runs;
+          p_event.fulfill();
+        } else if (p_fulfilled_at >= 0 && c_fulfilled_at < 0 && c_event.pending()) {
+          c_fulfilled_at = b_runs;
+          c_event.fulfill();
+        }
+      }, weft::inout(y));
+    }, weft::inout(y));
+    cx.spawn([&](weft::Context& pc) { p_event = pc.event(); }, weft::out(z));
+    cx.spawn([&](weft::Context& dc) {
+      dc.spawn([&](weft::Context& cc) { c_event = cc.event(); });
+      dc.taskwait();
+      b_runs_at_resume = b_runs;
+    }, weft::in(z), weft::priority(1));
+  });
+  EXPECT_EQ(b_runs, kIters);
+  ASSERT_EQ(p_fulfilled_at, 3) << "the order this test relies on did not happen";
+  ASSERT_GT(c_fulfilled_at, p_fulfilled_at) << "c's event was not fulfilled by an instance of B";
+  EXPECT_EQ(b_runs_at_resume, c_fulfilled_at) << "D resumed only after more of B's chain had run";
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, Taskiter,
                          testing::Combine(testing::Values(1u, 2u, 4u), testing::Bool()),
                          [](const auto& info) {
