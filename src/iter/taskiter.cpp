@@ -414,7 +414,7 @@ struct IterLoop {
     v.loop = this;
     v.copy = current_copy;
     try {
-      record_vertex(w, x, a, n, ds, combine);
+      record_vertex(w, v, x, a, n, ds, combine);
     } catch (...) {  // no memory: the graph cannot be completed (t never starts; later spawns are refused)
       broken = true;
       failed.store(true, std::memory_order_relaxed);
@@ -422,10 +422,10 @@ struct IterLoop {
     }
   }
 
-  void record_vertex(Worker& w, std::uint32_t x, const Access* a, std::size_t n, Datum* const* ds, bool combine) {
-    IterNode& v = nodes[x];
+  void record_vertex(Worker& w, IterNode& v, std::uint32_t x, const Access* a, std::size_t n, Datum* const* ds,
+                     bool combine) {
     rec.push_back({current_copy, static_cast<std::uint32_t>(accs.size()), static_cast<std::uint32_t>(accs.size() + n)});
-    accs.insert(accs.end(), a, a + n);
+    for (std::size_t i = 0; i < n; ++i) accs.push_back(a[i]);  // (insert() calls memmove even for one access)
     mark.push_back(~0u);
     const std::size_t first_edge = edges.size();
     for (std::size_t i = 0; i < n; ++i) {
