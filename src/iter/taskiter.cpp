@@ -971,48 +971,6 @@ bool complete_updated(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   return !complete_instance<true>(w, t, failed, best);
 }
 
-template <bool kCounted>
-inline void run_vertex(Worker& w, Task* t) {
-  for (;;) {
-    IterNode& v = *t->iter;
-    Loop& L = *v.loop;
-    // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
-    if (L.failed.load(std::memory_order_relaxed) || (v.period + 1 == L.n_periods && v.copy >= L.rem)) [[unlikely]]
-      return end_body(w, t);
-    Context cx = ContextAccess::make(t, &w);
-    if (w.trace) [[unlikely]]
-      t->trace_tag = v.period * L.k + v.copy;  // traces show the iteration each instance ran for
-    trace::on_body_begin(w, t);
-    try {
-      t->body_ops->run(t, cx);  // the body stays: it runs again next iteration
-    } catch (...) {
-      L.failed.store(true, std::memory_order_relaxed);
-      record_error(w, L.owner, std::current_exception());
-    }
-    trace::on_body_end(w, t);
-    if constexpr (!kCounted) {
-      return end_body(w, t);  // a combination is not a task of the program
-    } else {
-      ++w.counters.tasks_executed;
-      // Replayed instances (not the first, nor a pipelined update's) complete inline: the hot path of replay.
-      if (t->kind != &kReplayedTask) [[unlikely]]
-        return end_body(w, t);
-      Task* const owner = t->parent;  // (t and the loop may be gone once t has completed: not read after)
-      end_body_as<&complete_replayed, /*kReadiesNodes=*/false>(w, t);
-      // A chain of instances runs here without going back to the worker's loop after each.
-      t = take_chained(w, &kReplayedTask, owner);
-      if (!t) return;
-    }
-  }
-}
-void run_replayed(Worker& w, Task* t) { run_vertex<true>(w, t); }
-void run_combine(Worker& w, Task* t) { run_vertex<false>(w, t); }
-
-void run_control_task(Worker& w, Task* t) {
-  run_control(w, *t->iter);
-  end_body(w, t);
-}
-
 // An instance of period 0 has completed: it releases its successors of period 0 as a spawned task does, and
 // hands its cross edges to period 1 if the graph is closed (else the driver does, when it closes it). The
 // descriptor becomes a replayed task: its successor list stays closed (recording may still link to it; replay
@@ -1042,15 +1000,64 @@ bool complete_first(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   return true;  // (t is still a counted child: the loop, and its graph, stay until this returns)
 }
 
+// How an instance's run ends: through its kind's complete (generic), or with the kind's step inlined, for the
+// first instance (complete_first) and for replayed ones (complete_replayed, then the chain of instances).
+enum class VertexEnd { generic, first, replayed };
+
+template <bool kCounted, VertexEnd kEnd>
+inline void run_vertex(Worker& w, Task* t) {
+  for (;;) {
+    IterNode& v = *t->iter;
+    Loop& L = *v.loop;
+    // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
+    if (L.failed.load(std::memory_order_relaxed) || (v.period + 1 == L.n_periods && v.copy >= L.rem)) [[unlikely]]
+      return end_body(w, t);
+    Context cx = ContextAccess::make(t, &w);
+    if (w.trace) [[unlikely]]
+      t->trace_tag = v.period * L.k + v.copy;  // traces show the iteration each instance ran for
+    trace::on_body_begin(w, t);
+    try {
+      t->body_ops->run(t, cx);  // the body stays: it runs again next iteration
+    } catch (...) {
+      L.failed.store(true, std::memory_order_relaxed);
+      record_error(w, L.owner, std::current_exception());
+    }
+    trace::on_body_end(w, t);
+    if constexpr (kCounted) ++w.counters.tasks_executed;  // a combination is not a task of the program
+    if constexpr (kEnd == VertexEnd::generic) {
+      return end_body(w, t);
+    } else if constexpr (kEnd == VertexEnd::first) {
+      WEFT_ASSERT(t->kind->complete == &complete_first);
+      return end_body_as<&complete_first>(w, t);
+    } else {
+      WEFT_ASSERT(t->kind == &kReplayedTask);
+      Task* const owner = t->parent;  // (t and the loop may be gone once t has completed: not read after)
+      end_body_as<&complete_replayed, /*kReadiesNodes=*/false>(w, t);
+      // A chain of instances runs here without going back to the worker's loop after each.
+      t = take_chained(w, &kReplayedTask, owner);
+      if (!t) return;
+    }
+  }
+}
+void run_replayed(Worker& w, Task* t) { run_vertex<true, VertexEnd::replayed>(w, t); }
+void run_first(Worker& w, Task* t) { run_vertex<true, VertexEnd::first>(w, t); }
+void run_updated(Worker& w, Task* t) { run_vertex<true, VertexEnd::generic>(w, t); }
+void run_combine(Worker& w, Task* t) { run_vertex<false, VertexEnd::generic>(w, t); }
+
+void run_control_task(Worker& w, Task* t) {
+  run_control(w, *t->iter);
+  end_body(w, t);
+}
+
 }  // namespace
 
 const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr,
                             nullptr, nullptr};
-const TaskKind kUpdatedTask{"replayed", false, true, &run_replayed, &complete_updated, nullptr, nullptr,
+const TaskKind kUpdatedTask{"replayed", false, true, &run_updated, &complete_updated, nullptr, nullptr,
                            nullptr, nullptr};
 const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed, nullptr, nullptr,
                             nullptr, nullptr};
-const TaskKind kFirstRunTask{"recorded", false, false, &run_replayed, &complete_first, nullptr, nullptr, nullptr,
+const TaskKind kFirstRunTask{"recorded", false, false, &run_first, &complete_first, nullptr, nullptr, nullptr,
                              nullptr};
 const TaskKind kFirstCombineTask{"combine", false, false, &run_combine, &complete_first, nullptr, nullptr,
                                  nullptr, nullptr};
