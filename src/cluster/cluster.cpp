@@ -731,13 +731,8 @@ bool complete_cluster_root(Worker& w, Task* t, Task*& best, std::vector<Task*>& 
   return complete_dependency(w, t, best, todo);
 }
 
-// (run_dependency inlines complete_dependency: the root completes through its own step.)
-void run_cluster_root(Worker& w, Task* t) {
-  run_body(w, t);
-  end_body(w, t);
-}
-
-const TaskKind kClusterRoot{"cluster root", false, false, &run_cluster_root, &complete_cluster_root, &cluster_spawn,
+// (Not run_dependency, which inlines complete_dependency: the root completes through its own step.)
+const TaskKind kClusterRoot{"cluster root", false, false, &run_plain, &complete_cluster_root, &cluster_spawn,
                             nullptr, &cluster_after_wait, nullptr};
 
 }  // namespace

@@ -51,8 +51,7 @@ void run_reduction(Worker& w, Task* t) {
     run_commutative(w, t);
     return;
   }
-  run_body(w, t);
-  end_body(w, t);
+  run_plain(w, t);
 }
 
 bool complete_reduction(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {

@@ -877,9 +877,7 @@ void run_detached(Worker& w, Task* t) {
       first_sent_on_top(w);
     Task* const anchor = t->parent;
     free_task(w, t);
-    if (anchor == w.counted_parent && w.counted + 1 < w.count_batch) [[likely]] {
-      ++w.counted;  // as count_finished_child, without completing the anchor
-    } else {
+    if (!count_child_in_batch(w, anchor)) [[unlikely]] {
       std::vector<Task*>& todo = w.completing;
       const std::size_t base = todo.size();
       count_finished_child(w, anchor, todo);

@@ -128,7 +128,7 @@ struct alignas(64) Worker {
   /// What the innermost wait of this worker waits for (WaitingScope): the task whose children it waits for
   /// until none is left, or &kOtherWait for another condition; null outside waits (the worker's own loop). A
   /// kind may run its immediate successor itself, without going back to the loop that checks the wait's
-  /// condition, only where that cannot delay the wait (replayed instances: run_vertex).
+  /// condition, only where that cannot delay the wait (take_chained: replayed instances, flow tasks).
   const void* waiting_for = nullptr;
   bool immediate_successor = true;  ///< Options::immediate_successor, kept at hand
   /// Options::scheduler is Scheduler::lfq, kept at hand: the one test that the default scheduler's queue
@@ -453,6 +453,14 @@ inline void offer(Worker& w, Task* s, Task*& best) {
 void complete_rest(Worker& w, Task* owed, Task* best, std::size_t base, std::size_t done_base);
 /// Subtracts the worker's batched completions from their parent; returns the parent if that completed it.
 Task* take_counted(Worker& w);
+/// Counts a finished child of p in w's batch when that can complete nothing (the batch is p's, and this does not
+/// fill it): the hot paths' case of count_finished_child (engine.cpp), which handles the others. False: not
+/// counted.
+inline bool count_child_in_batch(Worker& w, const Task* p) {
+  if (p != w.counted_parent || w.counted + 1 >= w.count_batch) return false;
+  ++w.counted;
+  return true;
+}
 void free_remote(Worker& w, Task* t);  ///< free_task for a descriptor of another worker's pool
 /// Returns t to its owner's pool. What a front end hangs off a descriptor (edge arrays, weak links...) it frees
 /// first: the fields marked (0) in detail/task.hpp must be zero again.

@@ -47,10 +47,8 @@ template <CompleteStep Step, bool kReadiesNodes>
   Task* const owed = Step(w, t, best, todo) ? parent : nullptr;
   if (!kReadiesNodes || todo.size() == base) [[likely]] {
     if (!owed) return settle_best(w, best);
-    if (owed == w.counted_parent && w.counted + 1 < w.count_batch) [[likely]] {
-      ++w.counted;  // as count_finished_child, without completing the parent
+    if (count_child_in_batch(w, owed)) [[likely]]
       return settle_best(w, best);
-    }
   }
   complete_rest(w, owed, best, kReadiesNodes ? base : todo.size(), w.completed_children.size());
 }
@@ -72,6 +70,11 @@ template <class CompleteNow>
 /// t's body has returned: publishes the children it spawned, and completes t if nothing else is pending.
 inline void end_body(Worker& w, Task* t) {
   end_body_then(w, t, [](Worker& w, Task* t) { complete(w, t); });
+}
+/// The run function of a kind whose task is its body, completed through its kind (TaskKind::run).
+inline void run_plain(Worker& w, Task* t) {
+  run_body(w, t);
+  end_body(w, t);
 }
 /// end_body for a task whose kind's complete step is `Step`, inlined (complete_as).
 template <CompleteStep Step, bool kReadiesNodes = true>
