@@ -416,7 +416,7 @@ inline void schedule(Worker& w, Task* t) {
   w.engine->wake_one();
 }
 /// A task queued on w has a priority above p (a hint, as PriorityQueue::has_above).
-inline bool queued_above(const Worker& w, std::int32_t p) {
+[[gnu::always_inline]] inline bool queued_above(const Worker& w, std::int32_t p) {
   if (w.lfq) [[unlikely]]
     return w.lfq_buffer.has_above(p);
   return w.prioritized.has_above(p);
@@ -436,16 +436,20 @@ inline void offer(Worker& w, Task* s, Task*& best) {
     schedule(w, s);
   }
 }
-/// The end of a completion: the best task it readied (if any) becomes w's immediate successor, unless one is
-/// there already or a queued task goes first by priority (for a negative priority, a task of default priority
-/// too; split by sign so that the usual case, p >= 0 with no positive priority queued, is one load and test).
+/// Whether a task of priority p readied by a completion may become w's immediate successor: not if one is there
+/// already or a queued task goes first by priority (for a negative priority, a task of default priority too;
+/// split by sign so that the usual case, p >= 0 with no positive priority queued, is one load and test).
+[[gnu::always_inline]] inline bool slot_takes(const Worker& w, std::int32_t p) {
+  return !w.next && !(p >= 0 ? queued_above(w, p) : queued_above(w, p) || w.deque.maybe_nonempty());
+}
+/// The end of a completion: the best task it readied (if any) becomes w's immediate successor if the slot takes
+/// it, else it is queued.
 [[gnu::always_inline]] inline void settle_best(Worker& w, Task* best) {
   if (!best) return;
-  const std::int32_t p = best->priority;
-  if (w.next || (p >= 0 ? queued_above(w, p) : queued_above(w, p) || w.deque.maybe_nonempty()))
-    schedule(w, best);
-  else
+  if (slot_takes(w, best->priority))
     w.next = best;
+  else
+    schedule(w, best);
 }
 /// complete() (kind.hpp) after its first task's TaskKind::complete step: counts a finished child of `owed`
 /// (null: none owed), completes what the step pushed to w.completing above `base` (and, transitively, what
@@ -488,14 +492,30 @@ inline Task* find_work(Worker& w) {
 /// (its own loop), so that no wait's condition goes unchecked, and when nothing is due before a task (run_task's
 /// slow path: a poll, a batch of another parent's count). The slot is empty when a task begins, so what it holds
 /// was readied by this task (its body or its completion).
-inline Task* take_chained(Worker& w, const TaskKind* kind, const Task* parent) {
+[[gnu::always_inline]] inline bool may_chain(const Worker& w, const Task* parent) {
+  return (!w.waiting_for || w.waiting_for == parent) && w.progress_countdown.load(std::memory_order_relaxed) == 0 &&
+         (!w.counted || parent == w.counted_parent);
+}
+[[gnu::always_inline]] inline Task* take_chained(Worker& w, const TaskKind* kind, const Task* parent) {
   Task* const n = w.next;
-  if (!n || n->kind != kind || n->parent != parent || (w.waiting_for && w.waiting_for != parent) ||
-      w.progress_countdown.load(std::memory_order_relaxed) != 0 || (w.counted && parent != w.counted_parent))
-    return nullptr;
+  if (!n || n->kind != kind || n->parent != parent || !may_chain(w, parent)) return nullptr;
   w.next = nullptr;
   ++w.counters.immediate_successor;
   return n;
+}
+/// settle_best(w, best) then take_chained(w, kind, parent) in one step, for the best task readied by the
+/// completion of a task of `kind` and `parent`, not yet settled: returns it when it would have gone to the slot
+/// and been taken from there (counted as find_work counts it; the caller runs it), else settles it and returns
+/// null.
+[[gnu::always_inline]] inline Task* settle_or_chain(Worker& w, Task* best, const TaskKind* kind,
+                                                    const Task* parent) {
+  if (best && best->kind == kind && best->parent == parent && slot_takes(w, best->priority) &&
+      may_chain(w, parent)) {
+    ++w.counters.immediate_successor;
+    return best;
+  }
+  settle_best(w, best);
+  return nullptr;
 }
 /// Credits a worker takes from a parent at once for children it makes ready without spawning them (flow
 /// tasks, replayed taskiter instances): each such child consumes one, each completion counted on this worker

@@ -36,36 +36,44 @@ void complete(Worker& w, Task* t);
 using CompleteStep = bool (*)(Worker&, Task*, Task*&, std::vector<Task*>&);
 /// complete(w, t) for a task whose kind's complete step is `Step`, inlined into the kind's run function: the
 /// usual outcome (no join node readied, the finished child counted in the worker's batch, or none owed) costs no
-/// call; any other continues out of line (complete_rest), exactly as complete() would. kReadiesNodes: the step
-/// may push to its `todo` (false: it never does, and the test is left out).
-template <CompleteStep Step, bool kReadiesNodes>
-[[gnu::always_inline]] inline void complete_as(Worker& w, Task* t) {
+/// call; any other continues out of line (complete_rest), exactly as complete() would. Returns the best task
+/// readied in the usual outcome, not yet settled (the caller settles it: settle_best, or runs it in place),
+/// else null (settled); with kSettle, settles it and returns null. kReadiesNodes: the step may push to its
+/// `todo` (false: it never does, and the test is left out).
+template <CompleteStep Step, bool kReadiesNodes, bool kSettle>
+[[gnu::always_inline]] inline Task* complete_as(Worker& w, Task* t) {
   std::vector<Task*>& todo = w.completing;
   const std::size_t base = kReadiesNodes ? todo.size() : 0;
   Task* const parent = t->parent;  // read first: once completed, t may be recycled
   Task* best = nullptr;
   Task* const owed = Step(w, t, best, todo) ? parent : nullptr;
   if (!kReadiesNodes || todo.size() == base) [[likely]] {
-    if (!owed) return settle_best(w, best);
-    if (count_child_in_batch(w, owed)) [[likely]]
-      return settle_best(w, best);
+    if constexpr (kSettle) {  // (two settles: the compiler keeps the usual case straight)
+      if (!owed) return settle_best(w, best), nullptr;
+      if (count_child_in_batch(w, owed)) [[likely]]
+        return settle_best(w, best), nullptr;
+    } else if (!owed || count_child_in_batch(w, owed)) [[likely]] {
+      return best;
+    }
   }
   complete_rest(w, owed, best, kReadiesNodes ? base : todo.size(), w.completed_children.size());
+  return nullptr;
 }
 /// t's body has returned: publishes the children it spawned, and completes t if nothing else is pending, with
-/// complete_now(w, t) when nothing else ever was (the usual case), else with complete().
+/// complete_now(w, t) when nothing else ever was (the usual case; its result is returned), else with complete()
+/// (then a value-initialised result: null).
 template <class CompleteNow>
-[[gnu::always_inline]] inline void end_body_then(Worker& w, Task* t, CompleteNow complete_now) {
+[[gnu::always_inline]] inline auto end_body_then(Worker& w, Task* t, CompleteNow complete_now)
+    -> decltype(complete_now(w, t)) {
   if (w.counted_parent == t) flush_completions(w);
-  if (t->unpublished == 0 && t->alive.load(std::memory_order_acquire) == kAliveGuard) {
-    complete_now(w, t);  // no child or weak node left: nobody else touches `alive`
-    return;
-  }
+  if (t->unpublished == 0 && t->alive.load(std::memory_order_acquire) == kAliveGuard)
+    return complete_now(w, t);  // no child or weak node left: nobody else touches `alive`
   const std::int64_t delta = static_cast<std::int64_t>(t->unpublished) - kAliveGuard;
   t->unpublished = 0;
   const std::int64_t after = t->alive.fetch_add(delta, std::memory_order_acq_rel) + delta;
   WEFT_ASSERT(after >= 0);
   if (after == 0) complete(w, t);
+  return decltype(complete_now(w, t))();
 }
 /// t's body has returned: publishes the children it spawned, and completes t if nothing else is pending.
 inline void end_body(Worker& w, Task* t) {
@@ -79,7 +87,12 @@ inline void run_plain(Worker& w, Task* t) {
 /// end_body for a task whose kind's complete step is `Step`, inlined (complete_as).
 template <CompleteStep Step, bool kReadiesNodes = true>
 [[gnu::always_inline]] inline void end_body_as(Worker& w, Task* t) {
-  end_body_then(w, t, [](Worker& w, Task* t) { complete_as<Step, kReadiesNodes>(w, t); });
+  end_body_then(w, t, [](Worker& w, Task* t) { complete_as<Step, kReadiesNodes, /*kSettle=*/true>(w, t); });
+}
+/// The same, returning the best task t's completion readied, unsettled, or null (see complete_as).
+template <CompleteStep Step, bool kReadiesNodes = true>
+[[gnu::always_inline]] inline Task* end_body_as_unsettled(Worker& w, Task* t) {
+  return end_body_then(w, t, [](Worker& w, Task* t) { return complete_as<Step, kReadiesNodes, false>(w, t); });
 }
 /// Adds t's unpublished children to its `alive` count (before a wait, or at the end of the body).
 void publish_children(Task* t);

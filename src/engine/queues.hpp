@@ -188,7 +188,7 @@ class PriorityQueue {
   std::int32_t top_priority() const { return high_.empty() ? low_.top_priority() : high_.top_priority(); }
   /// top_priority() > p (a hint, as top_priority). One load and test when p >= 0 and no positive priority is
   /// queued: complete() asks it for every task it makes ready.
-  bool has_above(std::int32_t p) const {
+  [[gnu::always_inline]] bool has_above(std::int32_t p) const {
     if (!high_.empty()) [[unlikely]]
       return high_.top() > p;
     return p < 0 && !low_.empty() && low_.top() > p;

@@ -927,8 +927,8 @@ template <bool kUpdated>
   if constexpr (kUpdated) L.count_completed(w, p);  // the driver may free t from here on: t is not touched
   const bool gates = v.open;
   Task* heir = nullptr;  // the first instance released: it takes over (v, p)'s count, once the loop is done
-  for (std::uint32_t i = 0; i < v.n_succ; ++i) {
-    const Succ& e = v.succ[i];
+  for (const Succ *e_it = v.succ, *const e_end = e_it + v.n_succ; e_it != e_end; ++e_it) {
+    const Succ& e = *e_it;
     IterNode& s = *e.node;
     std::uint64_t q = p;
     if (e.kind != kIntra) {
@@ -1006,11 +1006,14 @@ enum class VertexEnd { generic, first, replayed };
 
 template <bool kCounted, VertexEnd kEnd>
 inline void run_vertex(Worker& w, Task* t) {
+  // Skipped: the loop failed (a chained instance was released after the same test: complete_instance), or this
+  // copy lies beyond the trip count in the last period.
+  if (t->iter->loop->failed.load(std::memory_order_relaxed)) [[unlikely]]
+    return end_body(w, t);
   for (;;) {
     IterNode& v = *t->iter;
     Loop& L = *v.loop;
-    // Skipped: the loop failed, or this copy lies beyond the trip count in the last period.
-    if (L.failed.load(std::memory_order_relaxed) || (v.period + 1 == L.n_periods && v.copy >= L.rem)) [[unlikely]]
+    if (v.period + 1 == L.n_periods && v.copy >= L.rem) [[unlikely]]
       return end_body(w, t);
     Context cx = ContextAccess::make(t, &w);
     if (w.trace) [[unlikely]]
@@ -1032,9 +1035,9 @@ inline void run_vertex(Worker& w, Task* t) {
     } else {
       WEFT_ASSERT(t->kind == &kReplayedTask);
       Task* const owner = t->parent;  // (t and the loop may be gone once t has completed: not read after)
-      end_body_as<&complete_replayed, /*kReadiesNodes=*/false>(w, t);
+      Task* const best = end_body_as_unsettled<&complete_replayed, /*kReadiesNodes=*/false>(w, t);
       // A chain of instances runs here without going back to the worker's loop after each.
-      t = take_chained(w, &kReplayedTask, owner);
+      t = settle_or_chain(w, best, &kReplayedTask, owner);
       if (!t) return;
     }
   }
