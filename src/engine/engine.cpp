@@ -298,6 +298,32 @@ bool idle_recheck(const Worker& w) {
 }
 }  // namespace
 
+// Spin (polling the queues) for some hundreds of microseconds, then yield, then sleep: a worker that finds no
+// work between the tasks of a busy program stays responsive, an idle one stops burning its core.
+// Rounds are short enough (see Engine::idle_pauses) that, between them, the idle workers together find a
+// task pushed by another worker within about a microsecond: at fine grain that latency is paid at every
+// dependency that crosses workers.
+// The spin yields after every slice of about 256 pauses (Engine::slice_rounds): a thread that shares this
+// core waits for one slice, not for the whole spin. The scheduler may well put a woken worker on its waker's
+// core: the caller of Runtime::run, whose notify wakes the workers, waited out the whole spin, about 0.5 ms,
+// at the start of every other run on a 2-core virtual machine (BENCHMARKS.md, 42). On a core of its own a
+// yield returns at once. With a communication thread, work from other ranks comes from that thread, which may
+// share this core (WEFT_COMM_THREAD=on without a spare one): the spin is one slice, then yields, or each
+// message would wait out the spin (measured: 0.5 ms per 8-byte hop).
+bool Engine::idle_round(unsigned r) const {
+  const unsigned spin = progress_worker ? slice_rounds : idle_spin_rounds;
+  if (r < spin) {
+    for (unsigned i = 0; i < idle_pauses; ++i) WEFT_PAUSE();
+    if (r % slice_rounds == 0) std::this_thread::yield();
+    return true;
+  }
+  if (r < spin + 256) {
+    std::this_thread::yield();
+    return true;
+  }
+  return false;
+}
+
 void idle_backoff(Worker& w, const WaitCondition* cond) {
   trace::on_idle(w);
   if (w.counted) {
@@ -306,26 +332,8 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
     while (w.counted) flush_completions(w);
     if (w.next) return;
   }
-  // Spin (polling the queues) for some tens of microseconds, then yield, then sleep: a worker that finds no
-  // work between the tasks of a busy program stays responsive, an idle one stops burning its core.
-  // Rounds are short enough (see Engine::idle_pauses) that, between them, the idle workers together find a
-  // task pushed by another worker within about a microsecond: at fine grain that latency is paid at every
-  // dependency that crosses workers.
-  // With a communication thread, work from other ranks comes from that thread, which may share this core
-  // (WEFT_COMM_THREAD=on without a spare one): spin only briefly (about 256 pauses, Engine::progress_spin_rounds)
-  // before yielding to it, or each message would wait out this spin (measured: 0.5 ms per 8-byte hop). On a
-  // core of its own a yield returns at once.
   Engine& e = *w.engine;
-  const unsigned spin = e.progress_worker ? e.progress_spin_rounds : e.idle_spin_rounds;
-  unsigned r = ++w.idle_rounds;
-  if (r < spin) {
-    for (unsigned i = 0; i < e.idle_pauses; ++i) WEFT_PAUSE();
-    return;
-  }
-  if (r < spin + 256) {
-    std::this_thread::yield();
-    return;
-  }
+  if (e.idle_round(++w.idle_rounds)) return;
   const ProgressDemand demand = e.has_progress() ? e.progress_demand() : ProgressDemand::none;
   if (demand == ProgressDemand::polling || (cond && cond->keep_polling)) [[unlikely]] {
     std::this_thread::yield();  // operations in flight, or a waiter that drives them: back to polling
@@ -1021,7 +1029,7 @@ Engine::Engine(const Options& o) : options(o) {
                     ? options.idle_pauses
                     : static_cast<unsigned>(std::clamp<std::uint64_t>(4 * others * others * others, 4, 1024));
   idle_spin_rounds = std::max(1u, 4096 * 4 / idle_pauses);
-  progress_spin_rounds = std::max(2u, 256 / idle_pauses);
+  slice_rounds = std::max(2u, 256 / idle_pauses);
   for (unsigned i = 0; i < options.num_threads; ++i) {
     workers.push_back(std::make_unique<Worker>(*this, i));
     workers.back()->immediate_successor = options.immediate_successor;
@@ -1089,6 +1097,19 @@ void bind_to_core(unsigned id) {
 }
 }  // namespace
 
+// Between runs a worker polls for the next one as an idle worker polls for work (idle_round) before it
+// sleeps: a program that calls run() back to back (a loop of time steps, a benchmark's repetitions) finds its
+// workers awake, without a wake-up per run (BENCHMARKS.md, 42). True if a run began or the engine stops.
+bool Engine::await_next_run(Worker& w) {
+  for (unsigned r = 1;; ++r) {
+    if (stop_.load(std::memory_order_relaxed) || running_.load(std::memory_order_relaxed)) {
+      w.idle_rounds = 0;
+      return true;  // (the caller's loop reads running_ again, with acquire)
+    }
+    if (!idle_round(r)) return false;
+  }
+}
+
 void Engine::worker_main(unsigned id) {
   Worker& w = *workers[id];
   tls_worker = &w;
@@ -1097,6 +1118,7 @@ void Engine::worker_main(unsigned id) {
     if (!running_.load(std::memory_order_acquire)) {
       if (w.trace) [[unlikely]]
         trace::leave_run(*w.trace);
+      if (await_next_run(w)) continue;
       std::unique_lock<std::mutex> lk(sleep_mutex);
       sleep_cv.wait(lk, [&] {
         return stop_.load(std::memory_order_relaxed) || running_.load(std::memory_order_relaxed);

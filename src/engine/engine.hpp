@@ -298,6 +298,11 @@ class Engine {
   /// Sleeps unless a wake-up came after prepare_wait; `timed`: for at most 200 us. Returns true if woken
   /// (not timed out).
   bool commit_wait(std::uint64_t ticket, bool timed);
+  /// An idle worker's r-th polling round since it last found work (r >= 1): pauses, and now and then a yield.
+  /// False once it has polled long enough: it should sleep.
+  bool idle_round(unsigned r) const;
+  /// Between runs: polls for the next run for a while (see engine.cpp). True if one began or the engine stops.
+  bool await_next_run(Worker& w);
   /// The worker must leave its idle loop: the run ended, or the engine stops.
   bool idle_interrupted() const {
     return stop_.load(std::memory_order_relaxed) || !running_.load(std::memory_order_relaxed);
@@ -307,8 +312,9 @@ class Engine {
   std::condition_variable sleep_cv;
   /// An idle worker's polling round: pause instructions per round, and rounds before it yields (idle_backoff).
   unsigned idle_pauses = 4, idle_spin_rounds = 4096;
-  /// The same with a communication thread, which may share a worker's core: a short spin (see idle_backoff).
-  unsigned progress_spin_rounds = 64;
+  /// Rounds of about 256 pauses: a spinning worker yields after each such slice (see idle_backoff); with a
+  /// communication thread, which may share a worker's core, the spin is that one slice.
+  unsigned slice_rounds = 64;
 
   /// The communication thread's worker, the last of `workers` (Options::comm_thread), or null: then the workers
   /// poll the progress source themselves. Workers steal from it as from any other; num_workers() omits it.
