@@ -504,7 +504,9 @@ inline Task* find_work(Worker& w) {
 }
 [[gnu::always_inline]] inline Task* take_chained(Worker& w, const TaskKind* kind, const Task* parent) {
   Task* const n = w.next;
-  if (!n || n->kind != kind || n->parent != parent || !may_chain(w, parent)) return nullptr;
+  if (!n || n->kind != kind || n->parent != parent || (w.waiting_for && w.waiting_for != parent) ||
+      w.progress_countdown.load(std::memory_order_relaxed) != 0 || (w.counted && parent != w.counted_parent))
+    return nullptr;  // (may_chain, spelt out: one instruction less on the flow chain)
   w.next = nullptr;
   ++w.counters.immediate_successor;
   return n;
