@@ -30,7 +30,7 @@ here=$PWD  # --out and --build-dir are relative to where the script was started
 # name | BENCHMARKS.md sections | what it measures
 sections=(
   "micro|1, 2, 4.1, 22|chain, tree and independent tasks, taskiter replay and flow graphs against the peers"
-  "instructions|7.1, 4.1, 25, 41.1|instructions per task on one worker (valgrind --tool=callgrind)"
+  "instructions|7.1, 4.1, 25, 41.1, 42.1|instructions per task on one worker (valgrind --tool=callgrind)"
   "atomics|19|atomic read-modify-writes per task, by kind of task"
   "metg|3.1, 10.2, 15.1|Task Bench METG(50%), stencil_1d, every built system"
   "metg-vary|23|METG against dependencies per task, bytes per dependency, imbalance and concurrent graphs"
