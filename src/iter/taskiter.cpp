@@ -548,13 +548,17 @@ struct IterLoop {
     w.counters.edges_created += edges.size();
 
     succs.resize(edges.size());
+    IterNode* from = nullptr;  // the current source (the edges are sorted by source)
     for (std::size_t i = 0; i < edges.size(); ++i) {
       const IterEdge& e = edges[i];
-      IterNode& from = nodes[e.from];
-      if (!from.succ) from.succ = &succs[i];
-      ++from.n_succ;
-      succs[i] = {&nodes[e.to], e.kind};
-      ++nodes[e.to].rearm;
+      if (i == 0 || e.from != edges[i - 1].from) {
+        from = &nodes[e.from];
+        from->succ = &succs[i];
+      }
+      ++from->n_succ;
+      IterNode& to = nodes[e.to];
+      succs[i] = {&to, e.kind};
+      ++to.rearm;
     }
     if (update_pipelined)  // the delivery of its carrier counts as one more predecessor of every instance
       for (std::uint32_t x = 0; x < m_data; ++x) ++nodes[x].rearm;
@@ -641,16 +645,20 @@ struct IterLoop {
       std::vector<std::uint32_t> at(start.begin(), start.end() - 1);
       for (const IterEdge& e : edges) by_source[at[e.from]++] = e;
     }
+    // Within a source, by (kind, target): one comparison of 64-bit keys.
+    const auto before = [](const IterEdge& a, const IterEdge& b) {
+      return (std::uint64_t{a.kind} << 32 | a.to) < (std::uint64_t{b.kind} << 32 | b.to);
+    };
     std::size_t out = 0;
     for (std::uint32_t x = 0; x < m; ++x) {
       const auto first = by_source.begin() + start[x], last = by_source.begin() + start[x + 1];
       if (last - first < 2) {
         // nothing to order
       } else if (last - first > 16) {
-        std::sort(first, last);
+        std::sort(first, last, before);
       } else {  // the usual few: insertion sort, no call
         for (auto i = first + 1; i < last; ++i)
-          for (auto j = i; j > first && *j < *(j - 1); --j) std::iter_swap(j, j - 1);
+          for (auto j = i; j > first && before(*j, *(j - 1)); --j) std::iter_swap(j, j - 1);
       }
       const auto kept = std::unique(first, last) - first;
       if (out != start[x])  // (std::move's target must not lie within its source)
