@@ -151,30 +151,25 @@ static_assert(sizeof(IterNode) == 64, "one cache line per vertex");
 namespace {
 
 /// The vertices of a loop, at fixed addresses: the first period's tasks run (and read their vertex) while more
-/// are recorded. Chunk c holds vertices [kFirstChunk (2^c - 1), kFirstChunk (2^(c+1) - 1)): a small loop
-/// allocates little, a large one a few times.
+/// are recorded. Chunks of kChunk vertices (16 KiB): a lookup is a shift, a mask and two loads (chunks that
+/// doubled in size took a bit_width and a multiplication more, at several lookups per recorded task).
 class NodeStore {
  public:
-  IterNode& operator[](std::uint32_t x) {
-    const std::uint32_t c = static_cast<std::uint32_t>(std::bit_width(x / kFirstChunk + 1)) - 1;
-    return chunks_[c][x - kFirstChunk * ((std::uint32_t{1} << c) - 1)];
-  }
+  IterNode& operator[](std::uint32_t x) { return chunks_[x / kChunk][x % kChunk]; }
   /// A new vertex at the end (may throw std::bad_alloc).
   IterNode& push() {
-    if (size_ == capacity_) {
-      const std::uint32_t n = kFirstChunk << chunks_.size();
+    if (size_ % kChunk == 0 && size_ / kChunk == chunks_.size()) {
       chunks_.reserve(chunks_.size() + 1);
-      chunks_.emplace_back(new IterNode[n]);
-      capacity_ += n;
+      chunks_.emplace_back(new IterNode[kChunk]);
     }
     return (*this)[size_++];
   }
   std::uint32_t size() const { return size_; }
 
  private:
-  static constexpr std::uint32_t kFirstChunk = 64;
+  static constexpr std::uint32_t kChunk = 256;
   std::vector<std::unique_ptr<IterNode[]>> chunks_;
-  std::uint32_t size_ = 0, capacity_ = 0;
+  std::uint32_t size_ = 0;
 };
 
 std::string describe(const Access* a, std::size_t n) {
