@@ -12,7 +12,8 @@
 // -----
 // * A program declares *template tasks* (make_tt) connected by typed *edges* (Edge<Key, Value>). At run time a
 //   template task has one task per key; the task of key k runs once every input edge has delivered its value for
-//   k. A running task sends values along its output edges to the tasks of any keys it chooses (send<i>,
+//   k (a template task with a single non-aggregator input makes a task of every value it receives: a key sent
+//   twice runs twice). A running task sends values along its output edges to the tasks of any keys it chooses (send<i>,
 //   broadcast<i>): the graph unfolds dynamically and may contain cycles (a template task feeding itself).
 // * Keys: any copyable type with operator== and a hash (std::hash<Key>, a std::tuple or std::pair of hashable
 //   types, or a specialisation of weft::flow::Hash<Key>); `void` for a template task with a single task.
@@ -94,7 +95,8 @@
 // * Compile time (static_assert with a message): an input edge whose key type is not the template task's key
 //   type, a body that cannot be called with the edges' types, a key type without hash or ==, send<i> with an
 //   out-of-range i, a key or value not convertible to the edge's, send on a control edge (use sendk) and so on.
-// * Run time, as weft::flow::error: the same input of one task sent twice, an aggregator receiving more values
+// * Run time, as weft::flow::error: the same input of one task sent twice (a task with several inputs, or with an
+//   aggregator input; a single input is not tracked, see Model), an aggregator receiving more values
 //   than its count, a keymap naming another process, pending tasks at wait(). Raised in the sending task's body
 //   (or by invoke), they propagate like an exception thrown by the body.
 // * An exception escaping a body is rethrown by fence()/wait() (the first one; later ones are dropped). Once a

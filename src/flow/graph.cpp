@@ -93,7 +93,9 @@ void GraphBase::discard_pending(std::ostream* report) {
     bool first = true;
     for (auto& t : g.tts) {
       if (t->pending() == 0) continue;
-      if (report) *report << (first ? "" : "; ") << "'" << t->name() << "' (" << t->pending() << "): ";
+      if (report)
+        *report << (first ? "" : "; ") << "'" << t->name() << "' (" << t->pending()
+                << " pending; inputs counted from 0): ";
       first = false;
       t->drain(report, 3);
     }

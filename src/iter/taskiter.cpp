@@ -682,7 +682,7 @@ struct IterLoop {
     if (update_same(t, a, n)) return;
     const std::uint32_t x = update_next;
     char where[160];  // formatted only here, for the error
-    std::snprintf(where, sizeof where, "weft: taskiter update: iteration %llu, task #%u of the body",
+    std::snprintf(where, sizeof where, "weft: taskiter update: iteration %llu, task #%u (counting from 0) of the body",
                   static_cast<unsigned long long>(update_iteration), x - first_of_copy(current_copy));
     if (x >= m_data || rec[x].copy != current_copy)
       throw taskiter_error(std::string(where) + ": the body spawns more tasks than it recorded (" +
