@@ -853,12 +853,10 @@ void wait_for_children(Worker& w, Task* p) {
 
 namespace {
 
-// Tasks detached_submit queued on this thread's deque since the last detached body ended (see there).
-thread_local std::uint32_t tls_detached_queued = 0;
 constexpr std::uint32_t kReorderMax = 16;  // bounds the work below; beyond, later sends keep LIFO order
 
 [[gnu::noinline]] void first_sent_on_top(Worker& w) {
-  const std::uint32_t n = std::exchange(tls_detached_queued, 0);
+  const std::uint32_t n = std::exchange(w.detached_queued, 0);
   if (n < 2 || w.lfq) return;  // (Scheduler::lfq: no deque to reorder; its buffer takes the newest first)
   Task* top[kReorderMax];
   std::uint32_t k = 0;
@@ -881,7 +879,7 @@ void run_detached(Worker& w, Task* t) {
     // The body's sends went to the deque, where other workers could take them while it ran; the first of them
     // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
     // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
-    if (tls_detached_queued) [[unlikely]]  // never on a single worker (the slot is used)
+    if (w.detached_queued) [[unlikely]]  // never on a single worker (the slot is used)
       first_sent_on_top(w);
     Task* const anchor = t->parent;
     free_task(w, t);
@@ -925,14 +923,14 @@ constexpr unsigned kMaxSendThrottleDepth = 32;       // beyond, sends are not th
   ++tls_send_throttle_depth;
   // The sends counted so far for the reordering at the end of the body (run_detached) may be run here: forget
   // them (that reordering only chooses which task runs first).
-  tls_detached_queued = 0;
+  w.detached_queued = 0;
   WaitingScope waiting(w, nullptr);
   while (unfinished_children(w, a) > limit / 2) {
     Task* t = find_work(w);
     if (!t) break;
     run_task(w, t);
   }
-  tls_detached_queued = 0;
+  w.detached_queued = 0;
   --tls_send_throttle_depth;
 }
 }  // namespace
@@ -956,12 +954,12 @@ void detached_submit(Task* t, Task* anchor) {
   // other workers, queue it: the worker's own queue is popped LIFO after the body, so it still runs next here
   // unless another worker took it meanwhile. Alone, the slot cannot delay anyone: the highest-priority task
   // submitted so far waits there.
-  if (w.immediate_successor && w.engine->workers.size() == 1 && !queued_above(w, t->priority) &&
+  if (w.immediate_successor && w.alone && !queued_above(w, t->priority) &&
       (!w.next || t->priority > w.next->priority)) {
     if (w.next) schedule(w, w.next);
     w.next = t;
   } else {
-    if (t->priority == 0) ++tls_detached_queued;  // reordered when the body ends (run_detached)
+    if (t->priority == 0) ++w.detached_queued;  // reordered when the body ends (run_detached)
     schedule(w, t);
   }
 }
@@ -1042,6 +1040,7 @@ Engine::Engine(const Options& o) : options(o) {
     progress_worker->progress_only = true;
     progress_worker->immediate_successor = false;  // its ready tasks are for the others: always queued
   }
+  workers[0]->alone = workers.size() == 1;
   if (options.scheduler == Scheduler::lfq) {
     // PaRSEC sizes each buffer 4 x the cores of the process (sched_lfq): small, so that most tasks of a program
     // with more ready tasks than that go through the shared FIFO, which is what the comparison is about.

@@ -154,6 +154,11 @@ struct alignas(64) Worker {
   /// The communication thread's worker (Options::comm_thread): it polls the progress source and never runs a
   /// task; the tasks its message handlers make ready wait in its queues, where the other workers steal them.
   bool progress_only = false;
+  /// The engine's only worker (one thread, no communication thread): nobody can steal from it.
+  bool alone = false;
+  /// Detached tasks (flow) that detached_submit queued on this worker's deque since the last detached body ended:
+  /// run_detached puts the first sent on top.
+  std::uint32_t detached_queued = 0;
   // Tasks left before this worker polls the progress sources (run_task); 0: no source attached. Set by
   // attach_progress (relaxed: a worker that sees it late polls later), counted down by the worker itself.
   std::atomic<std::uint32_t> progress_countdown{0};

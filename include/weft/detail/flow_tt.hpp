@@ -252,18 +252,24 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   // --- tasks ---------------------------------------------------------------------------------------------------
   detail::GraphState& graph_state() const {
     if (!graph_) [[unlikely]]
-      throw error("weft::flow: template task '" + name_ + "' is not part of a graph (call weft::flow::graph)");
+      not_in_graph();
     return *graph_;
+  }
+  // The errors' messages are built out of line: inlined, their strings cost every delivery a larger frame.
+  [[noreturn, gnu::noinline, gnu::cold]] void not_in_graph() const {
+    throw error("weft::flow: template task '" + name_ + "' is not part of a graph (call weft::flow::graph)");
+  }
+  [[gnu::noinline, gnu::cold]] void check_keymap_one_process(const KS& key) const {
+    const int owner = keymap_(key);
+    if (owner != 0)
+      throw error("weft::flow: the keymap of '" + name_ + "' maps key " + detail::key_string(key) +
+                  " to process " + std::to_string(owner) + ", but the graph runs on one process (process 0)");
   }
 
   detail::Task* new_task(const KS& key) {
     detail::GraphState& g = graph_state();  // throws if this template task is in no graph
-    if (keymap_ && !g.remote) [[unlikely]] {  // (on several processes deliver() has placed the key)
-      const int owner = keymap_(key);
-      if (owner != 0)
-        throw error("weft::flow: the keymap of '" + name_ + "' maps key " + detail::key_string(key) +
-                    " to process " + std::to_string(owner) + ", but the graph runs on one process (process 0)");
-    }
+    if (keymap_ && !g.remote) [[unlikely]]  // (on several processes deliver() has placed the key)
+      check_keymap_one_process(key);
     detail::Task* t = detail::detached_allocate(label_, priomap_ ? priomap_(key) : 0);
     void* mem = t->body;
     if constexpr (!kInline) {
@@ -297,13 +303,18 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   template <std::size_t J, class Src>
   void deliver(const KS& key, Src&& src) {
     if (remote_) [[unlikely]] {  // several processes: the key's owner may be another one
-      const int owner = owner_of(key);
-      if (owner != remote_->rank) {
-        send_one<J>(owner, key, std::forward<Src>(src));
-        return;
-      }
+      if (sent_away<J>(key, std::forward<Src>(src))) return;
     }
     deliver_here<J>(key, std::forward<Src>(src));
+  }
+  /// Several processes: sends input J of `key` to the key's owner if that is another process (then true; else
+  /// `src` is left as it was). Out of line, as the path of one process does not take it.
+  template <std::size_t J, class Src>
+  [[gnu::noinline]] bool sent_away(const KS& key, Src&& src) {
+    const int owner = owner_of(key);
+    if (owner == remote_->rank) return false;
+    send_one<J>(owner, key, std::forward<Src>(src));
+    return true;
   }
 
   // --- across processes (see flow_wire.hpp) ---------------------------------------------------------------------
