@@ -502,16 +502,15 @@ inline Task* find_work(Worker& w) {
 /// nothing but `parent`'s children (which cannot all have finished while the successor has not) or for nothing
 /// (its own loop), so that no wait's condition goes unchecked, and when nothing is due before a task (run_task's
 /// slow path: a poll, a batch of another parent's count). The slot is empty when a task begins, so what it holds
-/// was readied by this task (its body or its completion).
-[[gnu::always_inline]] inline bool may_chain(const Worker& w, const Task* parent) {
-  return (!w.waiting_for || w.waiting_for == parent) && w.progress_countdown.load(std::memory_order_relaxed) == 0 &&
-         (!w.counted || parent == w.counted_parent);
+/// was readied by this task (its body or its completion). chain_blocked: w waits for something else, or something
+/// is due (the worker's half of the test, shared with settle_or_chain).
+[[gnu::always_inline]] inline bool chain_blocked(const Worker& w, const Task* parent) {
+  return (w.waiting_for && w.waiting_for != parent) || w.progress_countdown.load(std::memory_order_relaxed) != 0 ||
+         (w.counted && parent != w.counted_parent);
 }
 [[gnu::always_inline]] inline Task* take_chained(Worker& w, const TaskKind* kind, const Task* parent) {
   Task* const n = w.next;
-  if (!n || n->kind != kind || n->parent != parent || (w.waiting_for && w.waiting_for != parent) ||
-      w.progress_countdown.load(std::memory_order_relaxed) != 0 || (w.counted && parent != w.counted_parent))
-    return nullptr;  // (may_chain, spelt out: one instruction less on the flow chain)
+  if (!n || n->kind != kind || n->parent != parent || chain_blocked(w, parent)) return nullptr;
   w.next = nullptr;
   ++w.counters.immediate_successor;
   return n;
@@ -523,7 +522,7 @@ inline Task* find_work(Worker& w) {
 [[gnu::always_inline]] inline Task* settle_or_chain(Worker& w, Task* best, const TaskKind* kind,
                                                     const Task* parent) {
   if (best && best->kind == kind && best->parent == parent && slot_takes(w, best->priority) &&
-      may_chain(w, parent)) {
+      !chain_blocked(w, parent)) {
     ++w.counters.immediate_successor;
     return best;
   }
