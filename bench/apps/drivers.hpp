@@ -49,7 +49,9 @@ std::string omp_describe();
 // weft (weft_drivers.cpp).
 enum class WeftMode {
   tasks,     ///< every iteration spawns its tasks
-  taskiter,  ///< taskiter: record once, replay as a cyclic graph without barriers
+  taskiter,  ///< taskiter: record once, replay as a cyclic graph without barriers (unless taskiter chooses
+             ///< one: a boundary of broadcasts, see weft/taskiter.hpp)
+  overlap,   ///< taskiter with weft::no_barrier: never a barrier
   replay,    ///< record once, replay with a barrier between iterations (periods of `period()` iterations;
              ///< a condition is checked once per period, so up to 2*period-1 more iterations than serially)
   update,    ///< taskiter with weft::update: the body runs again every iteration, without a barrier (with

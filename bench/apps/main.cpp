@@ -98,6 +98,7 @@ enum class Kind {
   weft_tasks,
   weft_taskiter,
   weft_taskiter_is,
+  weft_taskiter_is_overlap,
   weft_replay,
   weft_update,
   weft_update_barrier,
@@ -120,6 +121,7 @@ std::vector<Variant> all_variants() {
   } weft_variants[] = {{Kind::weft_tasks, "weft-tasks", WeftMode::tasks},
                        {Kind::weft_taskiter, "weft-taskiter", WeftMode::taskiter},
                        {Kind::weft_taskiter_is, "weft-taskiter-is", WeftMode::taskiter},
+                       {Kind::weft_taskiter_is_overlap, "weft-taskiter-is-overlap", WeftMode::overlap},
                        {Kind::weft_replay, "weft-replay", WeftMode::replay},
                        {Kind::weft_update, "weft-update", WeftMode::update},
                        {Kind::weft_update_barrier, "weft-update-barrier", WeftMode::update_barrier}};
@@ -153,6 +155,8 @@ RunOutcome run_variant(Kind k, App& app, const RunConfig& c) {
       return run_weft(app, c, WeftMode::taskiter, false);
     case Kind::weft_taskiter_is:
       return run_weft(app, c, WeftMode::taskiter, true);
+    case Kind::weft_taskiter_is_overlap:
+      return run_weft(app, c, WeftMode::overlap, true);
     case Kind::weft_replay:
       return run_weft(app, c, WeftMode::replay, true);
     case Kind::weft_update:

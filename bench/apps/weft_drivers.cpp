@@ -90,8 +90,8 @@ RunOutcome run_weft(App& app, const RunConfig& c, WeftMode mode, bool immediate_
           // variant. Under replay_barrier it runs after every period p (iterations pk..pk+k-1) instead, deciding
           // period p+1; then it checks the residual of the period's last iteration. The taskiter is a child task
           // that outlives this scope: cond keeps its state in its own captures.
-          auto cond = [&app, &done, k, iters = c.iters, per_period = mode != WeftMode::taskiter, calls = 0L,
-                       stopped = false]() mutable {
+          const bool per_period = mode != WeftMode::taskiter && mode != WeftMode::overlap;
+          auto cond = [&app, &done, k, iters = c.iters, per_period, calls = 0L, stopped = false]() mutable {
             const long j = calls++ - 1;  // -1: the call before the first iteration
             if (j < 0) return true;      // run_app ensures iters >= k
             if (per_period) {
@@ -118,6 +118,8 @@ RunOutcome run_weft(App& app, const RunConfig& c, WeftMode mode, bool immediate_
         loop(cx, weft::update);
       else if (mode == WeftMode::update_barrier)
         loop(cx, weft::update, weft::replay_barrier);
+      else if (mode == WeftMode::overlap)
+        loop(cx, weft::no_barrier);
       else
         loop(cx);
     });

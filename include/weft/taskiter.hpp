@@ -13,7 +13,8 @@
 // if the loop had spawned every iteration's tasks one after the other. The other iterations run from that
 // graph: no task is created, no dependency registered, and there is no barrier between iterations (the first
 // included) — a task of iteration i+1 starts as soon as its own predecessors (of iteration i+1, and of
-// iteration i across the boundary) have finished, so iterations overlap. The result is the same as
+// iteration i across the boundary) have finished, so iterations overlap (unless the boundary is made of
+// broadcasts: see "Barrier chosen" below). The result is the same as
 //
 //   for (i = 0; i < n; ++i) body(it);   // with every spawned task run in sequential order
 //
@@ -48,6 +49,20 @@
 //                         taskiter_while, update keeps that barrier (cond() runs between periods).
 //   weft::replay_barrier  record once, then run one iteration (one period of k under unroll) at a time, with a
 //                         barrier in between (like OpenMP taskgraph or CUDA graphs): for comparison.
+//   weft::no_barrier      never a barrier, even where taskiter would choose one (below). Not with
+//                         replay_barrier (weft::taskiter_error).
+//
+// Barrier chosen. Where the boundary between iterations is made of broadcasts, a taskiter (fixed trip count,
+// without weft::update) runs as under replay_barrier instead: when the edges from the last writer of a datum to
+// the tasks that read it first in the next iteration, counting only data that at least 32 such tasks read,
+// are at least as many as the recorded tasks. An all-pairs pattern (N-body: every block's positions are read by
+// the tasks of every block pair) has that shape: there each iteration's tasks wait, through their few direct
+// predecessors, for nearly all of the previous iteration anyway, and the edges across the boundary (twice the
+// tasks) cost more to build and to release than the overlap they allow (N-body, 4 iterations at blocks of 4
+// particles: 1.3x the time of a barrier on 2 cores, BENCHMARKS.md section 43). Stencils (a few readers per
+// datum) and reductions read by every block (one broadcast datum per dot product) keep the overlap. The
+// profile shows the choice: one "replay" phase per iteration, as under replay_barrier, instead of one for the
+// whole loop.
 //
 // The body is callable as body(weft::Context&) or body(weft::Context&, std::uint64_t iteration).
 //
@@ -127,6 +142,12 @@ struct replay_barrier_t {
   explicit replay_barrier_t() = default;
 };
 inline constexpr replay_barrier_t replay_barrier{};
+/// Clause: never a barrier between iterations, even where taskiter would choose one (a boundary of broadcasts,
+/// see "Barrier chosen" above).
+struct no_barrier_t {
+  explicit no_barrier_t() = default;
+};
+inline constexpr no_barrier_t no_barrier{};
 
 /// The iteration (0-based) that the task running `cx` belongs to: for a recorded task, the iteration it is
 /// replaying; for a task nested in one, that of its recorded ancestor (the innermost taskiter). Throws
@@ -141,6 +162,7 @@ struct IterParams {
   bool is_while = false;
   bool update = false;
   bool barrier = false;
+  bool no_barrier = false;
 };
 
 /// What the compiled driver needs from the templated closure.
@@ -196,7 +218,8 @@ constexpr void check_iter_body() {
 template <class C>
 constexpr std::size_t is_iter_option_v = std::is_same_v<std::decay_t<C>, unroll> ||
                                          std::is_same_v<std::decay_t<C>, update_t> ||
-                                         std::is_same_v<std::decay_t<C>, replay_barrier_t>;
+                                         std::is_same_v<std::decay_t<C>, replay_barrier_t> ||
+                                         std::is_same_v<std::decay_t<C>, no_barrier_t>;
 
 template <class C>
 void apply_iter_option(IterParams& p, const C& c) {
@@ -207,6 +230,8 @@ void apply_iter_option(IterParams& p, const C& c) {
     p.update = true;
   else if constexpr (std::is_same_v<D, replay_barrier_t>)
     p.barrier = true;
+  else if constexpr (std::is_same_v<D, no_barrier_t>)
+    p.no_barrier = true;
 }
 }  // namespace detail
 

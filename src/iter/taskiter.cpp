@@ -28,7 +28,8 @@
 // instance completing later releases its own. One compare-exchange against one exchange: exactly one of the
 // two does it, and (v, 0) has completed before any of its edges is released, so (2) and (3) below hold across
 // the boundary too. (With replay_barrier, or update in a while-loop, there are no cross edges: the driver
-// releases each period's roots once the previous period has finished.)
+// releases each period's roots once the previous period has finished. So too when the closure finds a boundary
+// of broadcasts: IterLoop::broadcast_boundary.)
 //
 // Update without a barrier (weft::update, fixed trip count). The body runs again for every period, on the
 // driver, while the tasks of the two previous periods may run; its spawns only refresh descriptors (body
@@ -487,12 +488,33 @@ struct IterLoop {
       schedule(w, t);
   }
 
+  /// Readers of a datum, at least, for its cross edges to count as a broadcast (broadcast_boundary).
+  static constexpr std::uint32_t kBroadcastReaders = 32;
+  /// The boundary between periods is made of broadcasts: the cross edges from the last writer of a datum to its
+  /// head readers (the next period's first accessors of it), counted over the data with at least
+  /// kBroadcastReaders of them, are at least as many as the recorded tasks. Then a barrier replaces the cross
+  /// edges (taskiter.hpp, "Barrier chosen"): with them each task would still wait, through a few direct
+  /// predecessors, for nearly the whole previous period, and there are more of them than tasks, each built
+  /// once and decremented every period. Counted before any cross edge is made: O(head readers).
+  bool broadcast_boundary() {
+    std::uint64_t broadcast_edges = 0;
+    for (const Datum& d : data.all()) {
+      if (d.first_writer < 0) continue;  // only read: no cross edge
+      std::uint32_t readers = 0;
+      for (std::uint32_t r = d.head_readers; r != kNoReader; r = reader_links[r].next) ++readers;
+      if (readers >= kBroadcastReaders) broadcast_edges += readers;
+    }
+    return broadcast_edges >= m_data;
+  }
+
   // --- closure: cross edges, controls, successor arrays ---
   // Runs while the first period's instances may still run: it writes only what they do not read before the
   // handover (the counts and successor arrays of their vertices; new control vertices).
   void close(Worker& w) {
     copy_size.assign(k, 0);
     for (const Rec& r : rec) ++copy_size[r.copy];
+    if (pipelined && !is_while && !update_pipelined && !spec->params.no_barrier && broadcast_boundary())
+      pipelined = false;  // the driver runs the loop as under replay_barrier (run_taskiter reads this after)
     const bool controls = pipelined && is_while;
     m = m_data + (controls ? k : 0);
     if (pipelined) {
@@ -1065,6 +1087,8 @@ const TaskKind kRecorderTask{"recorder", false, false, nullptr, nullptr, &record
 
 void check_taskiter(const IterParams& p, const Access* acc, std::size_t n) {
   if (p.unroll == 0) throw taskiter_error("weft: taskiter: unroll(0) is invalid: expected unroll(k) with k >= 1");
+  if (p.barrier && p.no_barrier)
+    throw taskiter_error("weft: taskiter: replay_barrier and no_barrier contradict each other: give one of them");
   for (std::size_t i = 0; i < n; ++i)
     if (acc[i].mode == AccessMode::weak_in || acc[i].mode == AccessMode::weak_out ||
         acc[i].mode == AccessMode::weak_inout)

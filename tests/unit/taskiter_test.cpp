@@ -1,5 +1,6 @@
-// taskiter: recording and cyclic replay, unroll, while-loops (control tasks), update, replay_barrier, the
-// taskiter as a task among siblings, nested tasks, exceptions, rejected uses, statistics.
+// taskiter: recording and cyclic replay, unroll, while-loops (control tasks), update, replay_barrier, the barrier
+// chosen for a boundary of broadcasts (and no_barrier), the taskiter as a task among siblings, nested tasks,
+// exceptions, rejected uses, statistics.
 #include <gtest/gtest.h>
 #include <weft/weft.hpp>
 
@@ -657,6 +658,10 @@ TEST_P(Taskiter, RejectedUses) {
     cx.taskiter(3, [&](weft::Context& it) { it.taskwait_on(a); });
   }, "taskwait_on");
   fails([&](weft::Context& cx) { cx.taskiter(3, [&](weft::Context&) {}, weft::unroll(0)); }, "unroll");
+  fails([&](weft::Context& cx) {
+    cx.taskiter(3, [&](weft::Context& it) { it.spawn([&] { ++a; }, weft::inout(a)); }, weft::replay_barrier,
+                weft::no_barrier);
+  }, "contradict");
   fails([&](weft::Context& cx) { cx.taskiter_while([] { return true; }, [&](weft::Context&) {}); }, "no task");
   fails([&](weft::Context& cx) { (void)weft::taskiter_iteration(cx); }, "taskiter_iteration");
   EXPECT_EQ(a, 0);  // a rejected task never runs
@@ -685,6 +690,69 @@ TEST_P(Taskiter, DegenerateLoops) {
   });
   EXPECT_EQ(calls, 6);
   EXPECT_EQ(runs, 4);
+}
+
+// A boundary of broadcasts: every reader reads two data written once per iteration by two writers, so the cross
+// edges from the writers (2 per reader, 80 in all) outnumber the tasks (42): taskiter runs it with a barrier,
+// as under replay_barrier (no cross edge is made), unless weft::no_barrier. All three match the sequential loop.
+// A stencil (two readers per datum) keeps its cross edges.
+TEST_P(Taskiter, BroadcastBoundaryChoosesABarrier) {
+  constexpr int kReaders = 40;
+  constexpr std::uint64_t kIters = 6;
+  enum Mode { automatic, no_barrier, replay_barrier };
+  auto run = [&](Mode mode, std::uint64_t& edges) {
+    weft::Runtime rt(options());
+    std::uint64_t x0 = 1, x1 = 2;
+    std::vector<std::uint64_t> y(kReaders, 3);
+    auto body = [&](weft::Context& it) {
+      for (int r = 0; r < kReaders; ++r) {
+        std::uint64_t* yr = &y[static_cast<std::size_t>(r)];
+        it.spawn([&x0, &x1, yr] { *yr = mix(*yr, x0 + 3 * x1); }, weft::in(x0), weft::in(x1), weft::inout(*yr));
+      }
+      it.spawn([&] { x0 = mix(x0, y[0]); }, weft::inout(x0), weft::in(y[0]));
+      it.spawn([&] { x1 = mix(x1, y[kReaders - 1]); }, weft::inout(x1), weft::in(y[kReaders - 1]));
+    };
+    rt.reset_stats();
+    rt.run([&](weft::Context& cx) {
+      if (mode == no_barrier)
+        cx.taskiter(kIters, body, weft::no_barrier);
+      else if (mode == replay_barrier)
+        cx.taskiter(kIters, body, weft::replay_barrier);
+      else
+        cx.taskiter(kIters, body);
+    });
+    edges = rt.stats().edges_created;
+    y.push_back(x0);
+    y.push_back(x1);
+    return y;
+  };
+  std::uint64_t x0 = 1, x1 = 2;
+  std::vector<std::uint64_t> expect(kReaders, 3);
+  for (std::uint64_t i = 0; i < kIters; ++i) {
+    for (auto& v : expect) v = mix(v, x0 + 3 * x1);
+    x0 = mix(x0, expect[0]);
+    x1 = mix(x1, expect[kReaders - 1]);
+  }
+  expect.push_back(x0);
+  expect.push_back(x1);
+  std::uint64_t e_auto = 0, e_none = 0, e_barrier = 0;
+  EXPECT_EQ(run(automatic, e_auto), expect);
+  EXPECT_EQ(run(no_barrier, e_none), expect);
+  EXPECT_EQ(run(replay_barrier, e_barrier), expect);
+  EXPECT_EQ(e_auto, e_barrier);                   // no cross edge: a barrier
+  EXPECT_GE(e_none, e_barrier + 2 * kReaders);    // the broadcasts' cross edges
+
+  // A stencil keeps them: the same edges with and without no_barrier.
+  auto stencil_edges = [&](bool forbid_barrier) {
+    weft::Runtime rt(options());
+    rt.reset_stats();
+    if (forbid_barrier)
+      EXPECT_EQ(sweep(rt, 64, 5, weft::no_barrier), sweep_sequential(64, 5));
+    else
+      EXPECT_EQ(sweep(rt, 64, 5), sweep_sequential(64, 5));
+    return rt.stats().edges_created;
+  };
+  EXPECT_EQ(stencil_edges(false), stencil_edges(true));
 }
 
 TEST_P(Taskiter, Statistics) {
