@@ -41,9 +41,11 @@
 //   A weak access of a task is released on its own, once the body has returned and the children on that datum
 //   have ended: later tasks on the datum need not wait for the task's other children (on one process, and for
 //   strong accesses, a task's accesses are released when it ends, as weft/tasks.hpp says).
-// * Waits: taskwait() brings the data the children accessed since the previous wait to the waiting rank;
-//   taskwait_noflush() does not; taskwait_on(x) brings x. The end of rank 0's run is a taskwait(): after run()
-//   returns, rank 0's memory holds the latest value of everything its tasks accessed since their last wait.
+// * Waits: taskwait() brings the data the children accessed since the previous taskwait() to the waiting rank
+//   (a taskwait_noflush() in between moves nothing and leaves it to this one); taskwait_noflush() only waits;
+//   taskwait_on(x) brings x. The end of rank 0's run brings what its tasks accessed since the last wait of
+//   either kind: after run() returns, rank 0's memory holds their latest values, unless the body ended with
+//   taskwait_noflush() (that data stays where it is, for the next run's tasks). Each run starts afresh.
 // * Errors: an exception escaping an offloaded task is rethrown on its spawning rank as weft::remote_error
 //   ("rank R: <what>"), with the usual semantics (its dependents are cancelled, the parent's next wait rethrows
 //   it). A rank that dies ends the job (the MPI launcher's own behaviour).

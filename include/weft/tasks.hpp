@@ -720,9 +720,9 @@ class Context {
   /// then rethrows the first exception a child threw, if any.
   void taskwait();
   /// In a job of several processes (a cluster Runtime, weft/cluster.hpp), taskwait() also brings the data the
-  /// children accessed since this task's previous wait to this process (a flush); taskwait_noflush() waits
-  /// without moving any data (the results stay where they were computed until a task or a wait needs them). In
-  /// one process the two are the same.
+  /// children accessed since this task's previous taskwait() to this process (a flush); taskwait_noflush()
+  /// waits without moving any data (the results stay where they were computed until a task or a later
+  /// taskwait() needs them). In one process the two are the same.
   void taskwait_noflush();
   /// Waits only for the earlier siblings that write the datum starting at `address` (the tasks an `in` access
   /// to it would wait for), then rethrows a pending child exception, if any.

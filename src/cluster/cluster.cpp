@@ -1690,11 +1690,17 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
         if (c.acc[i].address == address) bring(address, &c.acc[i].loc, c.acc[i].bytes);
       if (auto it = c.cells.find(address); it != c.cells.end()) bring(address, &it->second->loc, it->second->bytes);
     } else {
-      for (const ClusterTask::Touched& x : c.touched) {
-        *x.flag = false;
-        if (flush) bring(x.address, x.cell, x.bytes);
+      // taskwait: what the children accessed since the last taskwait (a taskwait_noflush in between moves
+      // nothing); the end of rank 0's run: since the last wait of either kind (a body that ends with
+      // taskwait_noflush leaves its data where it is), and the next run starts afresh. taskwait_noflush: the
+      // cells stay listed for the next taskwait, and one accessed again is listed again after the mark.
+      for (const ClusterTask::Touched& x : c.touched) *x.flag = false;
+      if (flush) {
+        for (std::size_t i = c.ending_run ? c.since_wait : 0; i < c.touched.size(); ++i)
+          bring(c.touched[i].address, c.touched[i].cell, c.touched[i].bytes);
+        c.touched.clear();
       }
-      c.touched.clear();
+      c.since_wait = c.touched.size();
     }
   }
   if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) return;
@@ -2164,7 +2170,15 @@ void Cluster::forget(std::uintptr_t start, std::size_t bytes) {
     const auto x = reinterpret_cast<std::uintptr_t>(a);
     return x >= start && x < start + bytes;
   };
-  std::erase_if(root_state.touched, [&](const ClusterTask::Touched& t) { return inside(t.address); });
+  std::vector<ClusterTask::Touched>& touched = root_state.touched;
+  std::size_t kept = 0, kept_before_mark = 0;  // (the mark moves down by the entries removed before it)
+  for (std::size_t i = 0; i < touched.size(); ++i)
+    if (!inside(touched[i].address)) {
+      if (i < root_state.since_wait) ++kept_before_mark;
+      touched[kept++] = touched[i];
+    }
+  touched.resize(kept);
+  root_state.since_wait = kept_before_mark;
   std::erase_if(root_state.cells, [&](const auto& c) { return inside(c.first); });
   forget_versions(start, bytes);
 }
@@ -2374,8 +2388,12 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
         if (self.rank == 0) {
           try {
             x.call(x.arg, cx);
-            cx.taskwait();  // the end of a run flushes (see weft/cluster.hpp)
+            // The end of a run flushes what was accessed since the last wait (see weft/cluster.hpp).
+            self.root_state.ending_run = true;
+            cx.taskwait();
+            self.root_state.ending_run = false;
           } catch (...) {
+            self.root_state.ending_run = false;
             error = std::current_exception();
             wait_for_children(w, root);
           }

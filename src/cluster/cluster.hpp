@@ -103,14 +103,17 @@ struct ClusterTask {
     bool touched = false;
   };
   std::unordered_map<const void*, std::unique_ptr<Cell>> cells;
-  /// The cells its children accessed since its last wait (flushed by taskwait): address, cell, bytes.
+  /// The cells its children accessed since its last flushing wait (taskwait brings them): address, cell, bytes.
+  /// A cell accessed again after a taskwait_noflush is listed again, after `since_wait`.
   struct Touched {
     const void* address;
     Location* cell;
     std::size_t bytes;
-    bool* flag;
+    bool* flag;  ///< set while the cell is listed at or after since_wait
   };
   std::vector<Touched> touched;
+  std::size_t since_wait = 0;  ///< touched[since_wait..]: accessed since the last wait of either kind
+  bool ending_run = false;     ///< the root, at the end of rank 0's run: its wait brings touched[since_wait..]
   std::string error;  ///< received: what its body threw (reported to the creator)
   std::chrono::steady_clock::time_point parked_at{};  ///< when it began to wait for its data (if it did)
 };

@@ -735,6 +735,41 @@ namespace {
 
 // What a cluster refuses, with a clear error: a rank that does not exist, accesses it does not support across
 // ranks, taskiter.
+// A taskwait_noflush moves nothing, and leaves what it did not move to the next taskwait: data written before
+// it comes to rank 0 at a later taskwait() (it stayed on the writer before). The end of a run brings what was
+// accessed since the last wait of either kind: a datum written before a taskwait_noflush and again after it
+// comes back with the run's end; one written only before a final taskwait_noflush stays (CountersAndFlushes).
+TEST(Cluster, TaskwaitAfterNoflushBringsWhatItLeft) {
+  weft::Runtime rt(cluster_options());
+  const int last = weft::num_nodes() - 1;
+  double *x = nullptr, *y = nullptr, *z = nullptr;
+  double seen_x = 0, seen_y = 0;
+  rt.run([&](weft::Context& cx) {
+    x = weft::dmalloc<double>(4), y = weft::dmalloc<double>(4), z = weft::dmalloc<double>(4);
+    cx.spawn([=] { x[0] = -1, y[0] = -1, z[0] = -1; }, weft::out(x, 4), weft::out(y, 4), weft::out(z, 4),
+             weft::node(0));
+    cx.taskwait();
+    cx.spawn([x] { x[0] = 43; }, weft::out(x, 1), weft::node(last));
+    cx.taskwait_noflush();
+    cx.spawn([y] { y[0] = 44; }, weft::out(y, 1), weft::node(last));
+    cx.taskwait();  // brings x (before the noflush) and y
+    seen_x = x[0], seen_y = y[0];
+    cx.spawn([z] { z[0] = 1; }, weft::out(z, 1), weft::node(last));
+    cx.taskwait_noflush();
+    cx.spawn([z] { z[0] += 1; }, weft::inout(z, 1), weft::node(last));  // listed again after the noflush
+  });
+  if (weft::node_id() == 0) {
+    EXPECT_EQ(seen_x, 43) << "a taskwait after a taskwait_noflush did not bring what the noflush left";
+    EXPECT_EQ(seen_y, 44);
+    EXPECT_EQ(z[0], 2) << "the end of the run did not bring a datum accessed after the last taskwait_noflush";
+  }
+  rt.run([&](weft::Context&) {
+    weft::dfree(x);
+    weft::dfree(y);
+    weft::dfree(z);
+  });
+}
+
 TEST(Cluster, Refusals) {
   weft::Runtime rt(cluster_options());
   const int nodes = weft::num_nodes();
