@@ -48,7 +48,8 @@
 //   taskwait_noflush() (that data stays where it is, for the next run's tasks). Each run starts afresh.
 // * Errors: an exception escaping an offloaded task is rethrown on its spawning rank as weft::remote_error
 //   ("rank R: <what>"), with the usual semantics (its dependents are cancelled, the parent's next wait rethrows
-//   it). A rank that dies ends the job (the MPI launcher's own behaviour).
+//   it). A rank that dies ends the job (the MPI launcher's own behaviour), as does one that calls exit() with a
+//   non-zero status (weft, when it initialised MPI, then leaves without MPI_Finalize, which would wait).
 //
 // Offloadable bodies (checked at compile time for the type, at run time for stack pointers): trivially copyable
 // closures; capture values and pointers into dmalloc/lmalloc memory; never capture by reference. The body's

@@ -12,8 +12,10 @@
 namespace weft::comm {
 namespace {
 
+int known_rank = -1;  // this process's rank, once MpiEnv has been set up (for messages after MPI_Finalize)
+
 int world_rank_or(int fallback) noexcept {
-  if (!MpiEnv::mpi_live()) return fallback;
+  if (!MpiEnv::mpi_live()) return known_rank >= 0 ? known_rank : fallback;
   int r = fallback;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
@@ -76,8 +78,12 @@ MpiEnv& MpiEnv::get() {
   // the next call tries again. Destroyed at exit after every object constructed after it (transports made
   // later are gone by then), which is when weft finalises MPI if it initialised it.
   static MpiEnv env;
+  // Registered after env's destructor (exit handlers run in reverse order of registration): it runs first.
+  [[maybe_unused]] static const bool noted = on_exit(&MpiEnv::note_exit_status, nullptr) == 0;
   return env;
 }
+
+void MpiEnv::note_exit_status(int status, void*) { exit_status_ = status; }
 
 MpiEnv::MpiEnv() {
   int init = 0, fin = 0;
@@ -107,6 +113,7 @@ MpiEnv::MpiEnv() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  known_rank = rank_;
   void* ub = nullptr;
   int flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -135,6 +142,19 @@ void MpiEnv::release_comm() noexcept {
 
 MpiEnv::~MpiEnv() {
   if (!mpi_live()) return;  // the program finalised MPI: on_finalize already ran
+  if (owns_mpi_ && exit_status_ != 0) {
+    // A rank that fails (exit(1) in a task, between runs, or a failing main) while the others go on: MPI_Finalize
+    // would wait for them, and they for this rank's messages, forever. Leave without it: the launcher sees a
+    // rank end with a failure status, or without finalising, and ends the job. (Other threads may be inside MPI
+    // calls; nothing here waits for them.)
+    std::fprintf(stderr,
+                 "weft: rank %d: exiting with status %d before MPI_Finalize: leaving without it, so that the "
+                 "job ends even if other ranks still wait for this one\n",
+                 rank_, exit_status_);
+    std::fflush(nullptr);
+    wait_until_stderr_read();
+    std::_Exit(exit_status_);
+  }
   if (owns_mpi_) {
     // Deleting the attribute runs on_finalize, and MPI_Finalize would run it too: delete it first so that the
     // communicator is freed exactly once, then finalise.

@@ -71,7 +71,10 @@ class MpiEnv {
   MpiEnv();
   ~MpiEnv();
   static int on_finalize(MPI_Comm, int, void*, void*);
+  static void note_exit_status(int status, void*);
   void release_comm() noexcept;
+  /// The status the process is exiting with (exit(), or main's return), noted before ~MpiEnv runs.
+  static inline int exit_status_ = 0;
 
   int rank_ = 0, size_ = 1, level_ = MPI_THREAD_SINGLE, max_tag_ = 32766;
   bool owns_mpi_ = false;

@@ -816,6 +816,35 @@ TEST(ClusterFailure, KilledRankInOffloadedTask) {
 
 namespace {
 
+// Run by tests/mpi/failure.cmake (MODE=clusterexit, clusterexitmain): rank 1 calls exit(1) inside a task offloaded
+// to it while rank 0 waits for that task, or between two runs (its main thread, while rank 0 starts the next
+// run and waits for its messages). The job must end within seconds: weft leaves without MPI_Finalize, which
+// would wait for rank 0 forever.
+TEST(ClusterFailure, ExitOnOneRank) {
+  const char* where = std::getenv("WEFT_TEST_EXIT_WHERE");
+  if (!where) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
+  weft::Runtime rt(cluster_options(1));
+  auto stamp_and_exit = [] {
+    if (FILE* f = std::fopen(std::getenv("WEFT_TEST_KILL_FILE"), "w")) {  // this process's environment
+      std::fprintf(f, "%lld\n", static_cast<long long>(std::time(nullptr)));
+      std::fclose(f);
+    }
+    std::exit(1);
+  };
+  int* x = nullptr;
+  rt.run([&](weft::Context& cx) {
+    x = weft::dmalloc<int>(1);
+    if (std::string(where) == "task") cx.spawn([=] { stamp_and_exit(); }, weft::out(*x), weft::node(1));
+    cx.taskwait();
+  });
+  if (weft::node_id() == 1) stamp_and_exit();
+  rt.run([&](weft::Context& cx) {
+    cx.spawn([=] { *x = 1; }, weft::out(*x), weft::node(1));
+    cx.taskwait();
+  });
+  std::_Exit(3);
+}
+
 // Run by tests/mpi/failure.cmake (MODE=clusterwatchdog): a task offloaded to rank 1 blocks; with a 2 s watchdog
 // the job must end with every rank's view.
 TEST(ClusterFailure, WatchdogEndsAStuckRun) {

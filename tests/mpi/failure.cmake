@@ -10,6 +10,8 @@
 #   -DMODE=clusterkill   as kill, but rank 1 dies inside a task offloaded to it, while rank 0 waits for it.
 #   -DMODE=clusterwatchdog   a task offloaded to rank 1 blocks, with a 2 s watchdog: the job must end with a
 #                     failure status, every rank's view and the watchdog's line.
+#   -DMODE=clusterexit   as kill, but rank 1 calls exit(1) inside a task offloaded to it; clusterexitmain: its
+#                     main thread calls exit(1) between two runs. The job must end within 10 s, with weft's line.
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
@@ -29,6 +31,14 @@ elseif(MODE STREQUAL "flowkill")
 elseif(MODE STREQUAL "clusterkill")
   list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
   list(APPEND cmd "--gtest_filter=ClusterFailure.KilledRankInOffloadedTask")
+elseif(MODE STREQUAL "clusterexit" OR MODE STREQUAL "clusterexitmain")
+  list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
+  if(MODE STREQUAL "clusterexit")
+    list(APPEND env "WEFT_TEST_EXIT_WHERE=task")
+  else()
+    list(APPEND env "WEFT_TEST_EXIT_WHERE=main")
+  endif()
+  list(APPEND cmd "--gtest_filter=ClusterFailure.ExitOnOneRank")
 elseif(MODE STREQUAL "watchdog")
   list(APPEND env "WEFT_TEST_WATCHDOG=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.WatchdogEndsAStuckJob")
@@ -39,7 +49,8 @@ elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
 else()
-  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, clusterkill, flowthrow, watchdog or clusterwatchdog")
+  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, clusterkill, clusterexit, clusterexitmain, "
+                      "flowthrow, watchdog or clusterwatchdog")
 endif()
 # The hang guard: far above the 10 s bound; the surviving rank gives up by itself after 60 s.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -56,7 +67,7 @@ endif()
 if(err MATCHES "mpirun did not end the job")
   message(FATAL_ERROR "a surviving rank was not ended by mpirun: ${shown}\n${log}")
 endif()
-if(MODE MATCHES "kill")
+if(MODE MATCHES "kill|exit")
   if(NOT EXISTS "${stamp}")
     message(FATAL_ERROR "rank 1 never reached the point of its death (status ${rc}): ${shown}\n${log}")
   endif()
@@ -66,7 +77,10 @@ if(MODE MATCHES "kill")
   if(elapsed GREATER 10)
     message(FATAL_ERROR "the job ended ${elapsed} s after rank 1 died (bound: 10 s): ${shown}\n${log}")
   endif()
-  message(STATUS "job ended with status ${rc}, ${elapsed} s after rank 1 was killed")
+  if(MODE MATCHES "exit" AND NOT err MATCHES "weft: rank 1: exiting with status 1 before MPI_Finalize")
+    message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
+  endif()
+  message(STATUS "job ended with status ${rc}, ${elapsed} s after rank 1 was killed or exited")
   file(REMOVE "${stamp}")
 elseif(MODE STREQUAL "watchdog")
   foreach(line "weft: rank 0: watchdog view: epoch 1" "weft: rank 1: watchdog view: epoch 1"
