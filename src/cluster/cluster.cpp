@@ -796,10 +796,21 @@ Cluster::Cluster(Engine& e) : engine(e) {
                                          "executable with the same libraries and Options?): ") +
                              x.what());
   }
-  // The common address space: rank 0 proposes, everybody checks (see address_space.hpp).
+  // The common address space: rank 0 proposes, everybody checks (see address_space.hpp). Its size sets where each
+  // rank's lmalloc range lies: every rank must reserve the same (else one writes where another's data is not).
   struct Ctx {
     MPI_Comm comm;
   } ctx{comm::MpiEnv::get().comm()};
+  {
+    const std::uint64_t mine = e.options.cluster_memory;
+    std::uint64_t in[2] = {mine, ~mine}, out[2] = {0, 0};
+    MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MAX, ctx.comm);
+    if (out[0] != mine || ~out[1] != mine)
+      throw std::runtime_error("weft: rank " + std::to_string(rank) + ": Options::cluster_memory (WEFT_CLUSTER_MEMORY) is " +
+                               std::to_string(mine) + " bytes here, but the processes of the cluster differ (from " +
+                               std::to_string(~out[1]) + " to " + std::to_string(out[0]) +
+                               " bytes): give every process the same value");
+  }
   AddressSpace::get().reserve(
       e.options.cluster_memory, size, rank,
       [](void* c, std::uintptr_t mine, bool ok) -> std::uintptr_t {
