@@ -232,11 +232,11 @@ class EndToEnd(FakeTaskbenchCase):
 
     def test_unbuilt_system_is_skipped_with_a_message(self):
         out = self.out_dir("unbuilt")
-        r = self.metg("--systems", "weft,nosuch", "--cores", "1", "--steps", "5", "--iters", "2,1", "--reps", "1",
+        r = self.metg("--systems", "weft,starpu", "--cores", "1", "--steps", "5", "--iters", "2,1", "--reps", "1",
                       out=out)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("skipped: nosuch", r.stderr)
-        self.assertNotIn("nosuch", r.stdout)
+        self.assertIn("skipped: starpu", r.stderr)
+        self.assertNotIn("starpu", r.stdout)
 
     def test_bad_options_exit_2_with_a_message(self):
         cases = [
@@ -254,9 +254,12 @@ class EndToEnd(FakeTaskbenchCase):
             r = self.metg(*args, "--dry-run")
             self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
             self.assertIn(message, r.stderr, args)
-        r = self.metg("--systems", "nosuch")
+        r = self.metg("--systems", "starpu")
         self.assertEqual(r.returncode, 2)
         self.assertIn("none of the requested systems is built", r.stderr)
+        r = self.metg("--systems", "weft,nosuch")  # a misspelling is an error, not a system to skip
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown system 'nosuch'", r.stderr)
         r = subprocess.run([METG, "--bin", os.path.join(self.tmp.name, "none")],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)

@@ -614,6 +614,12 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
                     taskbench.parse_ranks_system(s)
                 except ValueError as e:
                     raise UsageError(f"--systems: {e}") from None
+            # A name neither known nor built is a misspelling, not a system to skip: say so.
+            program = taskbench.parse_ranks_system(s)[0] if taskbench.system_kind(s) == "ranks" else s
+            if (program not in taskbench.KNOWN_SYSTEMS and program + taskbench.RANKS_SUFFIX not in taskbench.KNOWN_SYSTEMS
+                    and not os.path.exists(taskbench.executable(bin_dir, program))):
+                raise UsageError(f"--systems: unknown system '{s}' (known: {', '.join(taskbench.KNOWN_SYSTEMS)}; or "
+                                 f"any taskbench-NAME in {bin_dir})")
         explicit = True
 
     if requested is None:

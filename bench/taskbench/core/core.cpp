@@ -87,7 +87,7 @@ const char* kHelp =
     "                    rewritten N timesteps later (memory: width x N x output bytes per graph). >= 2 when\n"
     "                    tasks have inputs (1 only for graphs without dependencies); values above -steps keep\n"
     "                    -steps buffers. Default: the implementation's own depth (2 where a barrier separates\n"
-    "                    timesteps). taskbench-weft-flow, -weft-mpi, -mpi and -mpi-nonblock reject it.\n"
+    "                    timesteps). taskbench-weft-flow, -weft-mpi and -mpi-nonblock reject it.\n"
     "  -and              next graph\n"
     "Run flags:\n"
     "  -workers N        worker threads (default: hardware threads)\n"
