@@ -34,7 +34,7 @@ sections=(
   "atomics|19|atomic read-modify-writes per task, by kind of task"
   "metg|3.1, 10.2, 15.1|Task Bench METG(50%), stencil_1d, every built system"
   "metg-vary|23|METG against dependencies per task, bytes per dependency, imbalance and concurrent graphs"
-  "apps|4.2, 26|the iterative applications: taskiter against plain tasks, replay with a barrier and OpenMP"
+  "apps|4.2, 26, 43.2|the iterative applications: taskiter against plain tasks, replay with a barrier and OpenMP"
   "dense|16, 21.1|dense applications on 2 ranks: weft offload, MPI + weft, MPI + OpenMP"
   "cluster|17, 21.2, 40.1|the costs of offloaded tasks on 2 ranks against raw MPI; the hop between third ranks (3)"
   "dist|9, 11|flow graphs across 2 ranks against raw MPI"
