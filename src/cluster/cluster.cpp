@@ -806,8 +806,9 @@ Cluster::Cluster(Engine& e) : engine(e) {
     std::uint64_t in[2] = {mine, ~mine}, out[2] = {0, 0};
     MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MAX, ctx.comm);
     if (out[0] != mine || ~out[1] != mine)
-      throw std::runtime_error("weft: rank " + std::to_string(rank) + ": Options::cluster_memory (WEFT_CLUSTER_MEMORY) is " +
-                               std::to_string(mine) + " bytes here, but the processes of the cluster differ (from " +
+      throw std::runtime_error("weft: rank " + std::to_string(rank) +
+                               ": Options::cluster_memory (WEFT_CLUSTER_MEMORY) is " + std::to_string(mine) +
+                               " bytes here, but the processes of the cluster differ (from " +
                                std::to_string(~out[1]) + " to " + std::to_string(out[0]) +
                                " bytes): give every process the same value");
   }
@@ -935,10 +936,9 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
       for (std::uint32_t k = 0; k < pc.n_acc && !cell; ++k)
         if (pc.acc[k].address == a.address) {
           cell = &pc.acc[k].loc;
-          if (!pc.acc[k].touched) {
-            pc.acc[k].touched = true;
-            pc.touched.push_back({a.address, cell, pc.acc[k].bytes, &pc.acc[k].touched});
-          }
+          FlushMark& f = pc.acc[k].touched;
+          if (!f.listed) pc.touched.push_back({a.address, cell, &pc.acc[k].bytes, &f});
+          f.listed = f.since_wait = true;
         }
       if (!cell) {
         auto& slot = pc.cells[a.address];
@@ -956,10 +956,8 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
         }
         slot->bytes = std::max(slot->bytes, a.bytes);
         cell = &slot->loc;
-        if (!slot->touched) {
-          slot->touched = true;
-          pc.touched.push_back({a.address, cell, slot->bytes, &slot->touched});
-        }
+        if (!slot->touched.listed) pc.touched.push_back({a.address, cell, &slot->bytes, &slot->touched});
+        slot->touched.listed = slot->touched.since_wait = true;
       }
       a.where = cell;
       if (is_weak_mode(a.mode)) store(a.loc, load(*cell));
@@ -1704,14 +1702,13 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
       // taskwait: what the children accessed since the last taskwait (a taskwait_noflush in between moves
       // nothing); the end of rank 0's run: since the last wait of either kind (a body that ends with
       // taskwait_noflush leaves its data where it is), and the next run starts afresh. taskwait_noflush: the
-      // cells stay listed for the next taskwait, and one accessed again is listed again after the mark.
-      for (const ClusterTask::Touched& x : c.touched) *x.flag = false;
-      if (flush) {
-        for (std::size_t i = c.ending_run ? c.since_wait : 0; i < c.touched.size(); ++i)
-          bring(c.touched[i].address, c.touched[i].cell, c.touched[i].bytes);
-        c.touched.clear();
+      // cells stay listed (once each) for the next taskwait.
+      for (const ClusterTask::Touched& x : c.touched) {
+        if (flush && (!c.ending_run || x.mark->since_wait)) bring(x.address, x.cell, *x.bytes);
+        x.mark->since_wait = false;
+        if (flush) x.mark->listed = false;
       }
-      c.since_wait = c.touched.size();
+      if (flush) c.touched.clear();
     }
   }
   if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) return;
@@ -2181,15 +2178,7 @@ void Cluster::forget(std::uintptr_t start, std::size_t bytes) {
     const auto x = reinterpret_cast<std::uintptr_t>(a);
     return x >= start && x < start + bytes;
   };
-  std::vector<ClusterTask::Touched>& touched = root_state.touched;
-  std::size_t kept = 0, kept_before_mark = 0;  // (the mark moves down by the entries removed before it)
-  for (std::size_t i = 0; i < touched.size(); ++i)
-    if (!inside(touched[i].address)) {
-      if (i < root_state.since_wait) ++kept_before_mark;
-      touched[kept++] = touched[i];
-    }
-  touched.resize(kept);
-  root_state.since_wait = kept_before_mark;
+  std::erase_if(root_state.touched, [&](const ClusterTask::Touched& t) { return inside(t.address); });
   std::erase_if(root_state.cells, [&](const auto& c) { return inside(c.first); });
   forget_versions(start, bytes);
 }

@@ -40,12 +40,19 @@ struct Location {
   std::atomic<Version> version{0};
 };
 
+/// Whether a datum's cell is in its task's flush list (ClusterTask::touched), and whether a child accessed it
+/// since the task's last wait of either kind (the end of rank 0's run brings only those). Owner thread only.
+struct FlushMark {
+  bool listed = false;
+  bool since_wait = false;
+};
+
 /// One access of a task of a cluster (see cluster.cpp for who reads and writes which field when).
 struct ClusterAccess {
   const void* address = nullptr;
   std::size_t bytes = 0;
   AccessMode mode = AccessMode::in;
-  bool touched = false;                      ///< its cell is in the task's flush list (owner thread)
+  FlushMark touched;                         ///< its cell in the task's flush list (owner thread)
   Location* where = nullptr;                 ///< the parent's location of this datum (null on a received task)
   Location loc;                              ///< the version this task sees, and its children's location of it
   std::atomic<std::uint8_t> weak_state{0};   ///< weak access: kSatisfied | kSent (offloaded), kReleased
@@ -100,20 +107,19 @@ struct ClusterTask {
   struct Cell {
     Location loc;
     std::size_t bytes = 0;
-    bool touched = false;
+    FlushMark touched;
   };
   std::unordered_map<const void*, std::unique_ptr<Cell>> cells;
-  /// The cells its children accessed since its last flushing wait (taskwait brings them): address, cell, bytes.
-  /// A cell accessed again after a taskwait_noflush is listed again, after `since_wait`.
+  /// The cells its children accessed since its last flushing wait (taskwait brings them), each once: address,
+  /// cell, its size (a cell of `cells` grows with the largest access), mark.
   struct Touched {
     const void* address;
     Location* cell;
-    std::size_t bytes;
-    bool* flag;  ///< set while the cell is listed at or after since_wait
+    const std::size_t* bytes;
+    FlushMark* mark;
   };
   std::vector<Touched> touched;
-  std::size_t since_wait = 0;  ///< touched[since_wait..]: accessed since the last wait of either kind
-  bool ending_run = false;     ///< the root, at the end of rank 0's run: its wait brings touched[since_wait..]
+  bool ending_run = false;  ///< the root, at the end of rank 0's run: its wait brings only what has since_wait
   std::string error;  ///< received: what its body threw (reported to the creator)
   std::chrono::steady_clock::time_point parked_at{};  ///< when it began to wait for its data (if it did)
 };
