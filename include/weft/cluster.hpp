@@ -45,7 +45,9 @@
 //   (a taskwait_noflush() in between moves nothing and leaves it to this one); taskwait_noflush() only waits;
 //   taskwait_on(x) brings x. The end of rank 0's run brings what its tasks accessed since the last wait of
 //   either kind: after run() returns, rank 0's memory holds their latest values, unless the body ended with
-//   taskwait_noflush() (that data stays where it is, for the next run's tasks). Each run starts afresh.
+//   taskwait_noflush() (that data stays where it is, for the next run's tasks). Unlike taskwait(), the end of a
+//   run does not catch up across a taskwait_noflush(): what was accessed before the body's last wait, and not
+//   brought by a taskwait() since, stays where it is. Each run starts afresh.
 // * Errors: an exception escaping an offloaded task is rethrown on its spawning rank as weft::remote_error
 //   ("rank R: <what>"), with the usual semantics (its dependents are cancelled, the parent's next wait rethrows
 //   it). A rank that dies ends the job (the MPI launcher's own behaviour), as does one that calls exit() with a
