@@ -170,7 +170,9 @@ void sweep_retired(Worker& w, Task* p, bool full);
 /// Returns true if t failed (its successors are cancelled).
 void free_children(Worker& w, Task* t);  ///< its retired list and its domain (all finished)
 inline bool end_children(Worker& w, Task* t) {
-  if (t->retired_head || t->domain) free_children(w, t);
+  // One test for the two (or-ed): the usual case, no child's record, is on every dependency task's path.
+  if (reinterpret_cast<std::uintptr_t>(t->retired_head) | reinterpret_cast<std::uintptr_t>(t->domain))
+    free_children(w, t);
   if (t->has_error.load(std::memory_order_acquire)) [[unlikely]]
     fail_with_child_error(w, t);
   return t->cancelled.load(std::memory_order_relaxed);

@@ -872,10 +872,12 @@ void run_detached(Worker& w, Task* t);
 constexpr TaskKind kDetachedTask{"detached", false, true, &run_detached, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 // A detached task has no children and no successor list: it completes when its body returns; it is counted in
-// its anchor and its descriptor is recycled at once.
-void run_detached(Worker& w, Task* t) {
-  do {
-    run_body(w, t);
+// its anchor and its descriptor is recycled at once. kFast: w traces nothing and its wait lets a chain of the
+// anchor's tasks run (run_detached tests both once: neither changes along the chain).
+template <bool kFast>
+void run_detached_chain(Worker& w, Task* t) {
+  for (;;) {
+    run_body<!kFast>(w, t);
     // The body's sends went to the deque, where other workers could take them while it ran; the first of them
     // runs next here, as an immediate successor would (LIFO would run the last first: a body that sends its
     // results, then its own continuation, would pile up its results). Reverse what is left of them on top.
@@ -883,7 +885,10 @@ void run_detached(Worker& w, Task* t) {
       first_sent_on_top(w);
     Task* const anchor = t->parent;
     free_task(w, t);
-    if (!count_child_in_batch(w, anchor)) [[unlikely]] {
+    // A chain of sends on one worker runs here without going back to the worker's loop after each.
+    if (count_child_in_batch(w, anchor)) [[likely]] {
+      t = take_chained<kFast, /*kBatchIsParents=*/true>(w, &kDetachedTask, anchor);
+    } else {
       std::vector<Task*>& todo = w.completing;
       const std::size_t base = todo.size();
       count_finished_child(w, anchor, todo);
@@ -893,10 +898,15 @@ void run_detached(Worker& w, Task* t) {
         complete(w, p);
         return;  // (the anchor may be gone)
       }
+      t = take_chained<kFast>(w, &kDetachedTask, anchor);
     }
-    // A chain of sends on one worker runs here without going back to the worker's loop after each.
-    t = take_chained(w, &kDetachedTask, anchor);
-  } while (t);
+    if (!t) return;
+  }
+}
+void run_detached(Worker& w, Task* t) {
+  if (!w.trace && !wait_blocks_chain(w, t->parent)) [[likely]]
+    return run_detached_chain<true>(w, t);
+  run_detached_chain<false>(w, t);
 }
 
 }  // namespace
@@ -954,7 +964,7 @@ void detached_submit(Task* t, Task* anchor) {
   // other workers, queue it: the worker's own queue is popped LIFO after the body, so it still runs next here
   // unless another worker took it meanwhile. Alone, the slot cannot delay anyone: the highest-priority task
   // submitted so far waits there.
-  if (w.immediate_successor && w.alone && !queued_above(w, t->priority) &&
+  if (w.sends_to_slot && !queued_above</*kLfqOff=*/true>(w, t->priority) &&
       (!w.next || t->priority > w.next->priority)) {
     if (w.next) schedule(w, w.next);
     w.next = t;
@@ -1040,7 +1050,6 @@ Engine::Engine(const Options& o) : options(o) {
     progress_worker->progress_only = true;
     progress_worker->immediate_successor = false;  // its ready tasks are for the others: always queued
   }
-  workers[0]->alone = workers.size() == 1;
   if (options.scheduler == Scheduler::lfq) {
     // PaRSEC sizes each buffer 4 x the cores of the process (sched_lfq): small, so that most tasks of a program
     // with more ready tasks than that go through the shared FIFO, which is what the comparison is about.
@@ -1050,6 +1059,7 @@ Engine::Engine(const Options& o) : options(o) {
       w->lfq_buffer.reset(slots);
     }
   }
+  workers[0]->sends_to_slot = workers.size() == 1 && workers[0]->immediate_successor && !workers[0]->lfq;
   if (options.profile.active()) {
     recorder = std::make_unique<trace::Recorder>(*this, options.profile, options.num_threads);
     for (unsigned i = 0; i < options.num_threads; ++i) workers[i]->trace = &recorder->log(i);

@@ -154,8 +154,10 @@ struct alignas(64) Worker {
   /// The communication thread's worker (Options::comm_thread): it polls the progress source and never runs a
   /// task; the tasks its message handlers make ready wait in its queues, where the other workers steal them.
   bool progress_only = false;
-  /// The engine's only worker (one thread, no communication thread): nobody can steal from it.
-  bool alone = false;
+  /// The engine's only worker (one thread, no communication thread: nobody can steal from it), with immediate
+  /// successors on and the default scheduler: detached_submit may keep a send in its slot (one test for the
+  /// three, on every send).
+  bool sends_to_slot = false;
   /// Detached tasks (flow) that detached_submit queued on this worker's deque since the last detached body ended:
   /// run_detached puts the first sent on top.
   std::uint32_t detached_queued = 0;
@@ -426,9 +428,11 @@ inline void schedule(Worker& w, Task* t) {
     w.deque.push(t);  // (a prioritised task only if a descheduled thief holds its list: see PriorityQueue)
   w.engine->wake_one();
 }
-/// A task queued on w has a priority above p (a hint, as PriorityQueue::has_above).
+/// A task queued on w has a priority above p (a hint, as PriorityQueue::has_above). kLfqOff: the caller knows
+/// that w.lfq is off.
+template <bool kLfqOff = false>
 [[gnu::always_inline]] inline bool queued_above(const Worker& w, std::int32_t p) {
-  if (w.lfq) [[unlikely]]
+  if (!kLfqOff && w.lfq) [[unlikely]]
     return w.lfq_buffer.has_above(p);
   return w.prioritized.has_above(p);
 }
@@ -450,8 +454,10 @@ inline void offer(Worker& w, Task* s, Task*& best) {
 /// Whether a task of priority p readied by a completion may become w's immediate successor: not if one is there
 /// already or a queued task goes first by priority (for a negative priority, a task of default priority too;
 /// split by sign so that the usual case, p >= 0 with no positive priority queued, is one load and test).
+template <bool kLfqOff = false>
 [[gnu::always_inline]] inline bool slot_takes(const Worker& w, std::int32_t p) {
-  return !w.next && !(p >= 0 ? queued_above(w, p) : queued_above(w, p) || w.deque.maybe_nonempty());
+  return !w.next &&
+         !(p >= 0 ? queued_above<kLfqOff>(w, p) : queued_above<kLfqOff>(w, p) || w.deque.maybe_nonempty());
 }
 /// The end of a completion: the best task it readied (if any) becomes w's immediate successor if the slot takes
 /// it, else it is queued.
@@ -504,13 +510,33 @@ inline Task* find_work(Worker& w) {
 /// slow path: a poll, a batch of another parent's count). The slot is empty when a task begins, so what it holds
 /// was readied by this task (its body or its completion). chain_blocked: w waits for something else, or something
 /// is due (the worker's half of the test, shared with settle_or_chain).
-[[gnu::always_inline]] inline bool chain_blocked(const Worker& w, const Task* parent) {
-  return (w.waiting_for && w.waiting_for != parent) || w.progress_countdown.load(std::memory_order_relaxed) != 0 ||
-         (w.counted && parent != w.counted_parent);
+/// Its two halves: w's wait, which cannot change along a chain (a body that waits restores it before it
+/// returns), and what may be due before the next task, which can.
+[[gnu::always_inline]] inline bool wait_blocks_chain(const Worker& w, const Task* parent) {
+  return w.waiting_for && w.waiting_for != parent;
 }
+/// Whether a chain of `parent`'s tasks may run on w with its per-worker tests made once, before it begins
+/// (settle_or_chain<true>): nothing traced, immediate successors on, the default scheduler, and a wait that
+/// allows chaining. None of it changes along a chain.
+[[gnu::always_inline]] inline bool chain_enters(const Worker& w, const Task* parent) {
+  return !w.trace && w.immediate_successor && !w.lfq && !wait_blocks_chain(w, parent);
+}
+[[gnu::always_inline]] inline bool due_blocks_chain(const Worker& w, const Task* parent) {
+  return w.progress_countdown.load(std::memory_order_relaxed) != 0 || (w.counted && parent != w.counted_parent);
+}
+[[gnu::always_inline]] inline bool chain_blocked(const Worker& w, const Task* parent) {
+  return wait_blocks_chain(w, parent) || due_blocks_chain(w, parent);
+}
+/// take_chained's tests that a caller may have made already: kWaitTested, wait_blocks_chain(w, parent), once
+/// before its chain began; kBatchIsParents, w's batch of counts is parent's (count_child_in_batch(w, parent) has
+/// just succeeded), so no other parent's count is due.
+template <bool kWaitTested = false, bool kBatchIsParents = false>
 [[gnu::always_inline]] inline Task* take_chained(Worker& w, const TaskKind* kind, const Task* parent) {
   Task* const n = w.next;
-  if (!n || n->kind != kind || n->parent != parent || chain_blocked(w, parent)) return nullptr;
+  if (!n || n->kind != kind || n->parent != parent || (!kWaitTested && wait_blocks_chain(w, parent)) ||
+      w.progress_countdown.load(std::memory_order_relaxed) != 0 ||
+      (!kBatchIsParents && w.counted && parent != w.counted_parent))
+    return nullptr;
   w.next = nullptr;
   ++w.counters.immediate_successor;
   return n;
@@ -518,11 +544,14 @@ inline Task* find_work(Worker& w) {
 /// settle_best(w, best) then take_chained(w, kind, parent) in one step, for the best task readied by the
 /// completion of a task of `kind` and `parent`, not yet settled: returns it when it would have gone to the slot
 /// and been taken from there (counted as find_work counts it; the caller runs it), else settles it and returns
-/// null.
+/// null. kChainEntered: the caller tested chain_enters(w, parent) once, before its chain began, and every task
+/// of `kind` it can ready has `parent` (the instances of one taskiter loop): those tests are left out.
+template <bool kChainEntered = false>
 [[gnu::always_inline]] inline Task* settle_or_chain(Worker& w, Task* best, const TaskKind* kind,
                                                     const Task* parent) {
-  if (best && best->kind == kind && best->parent == parent && slot_takes(w, best->priority) &&
-      !chain_blocked(w, parent)) {
+  if (best && best->kind == kind && (kChainEntered || best->parent == parent) &&
+      slot_takes<kChainEntered>(w, best->priority) &&
+      (kChainEntered ? !due_blocks_chain(w, parent) : !chain_blocked(w, parent))) {
     ++w.counters.immediate_successor;
     return best;
   }

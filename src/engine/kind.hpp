@@ -11,7 +11,8 @@ namespace weft::detail {
 
 /// Runs t's body once (then destroys it) on w, unless t was cancelled (then only destroys it). An exception
 /// escaping the body fails t: its successors are cancelled and its parent records the exception. Inline, as
-/// the next two: the kinds' hot paths are made of them.
+/// the next two: the kinds' hot paths are made of them. kTraced false: the caller knows that w traces nothing.
+template <bool kTraced = true>
 inline void run_body(Worker& w, Task* t) {
   if (t->cancelled.load(std::memory_order_relaxed)) [[unlikely]] {
     t->body_ops->destroy(t);
@@ -19,14 +20,14 @@ inline void run_body(Worker& w, Task* t) {
     return;
   }
   Context cx = ContextAccess::make(t, &w);
-  trace::on_body_begin(w, t);
+  if constexpr (kTraced) trace::on_body_begin(w, t);
   try {
     t->body_ops->run_once(t, cx);
   } catch (...) {
     t->cancelled.store(true, std::memory_order_relaxed);  // poisons the successors
     record_error(w, t->parent, std::current_exception());
   }
-  trace::on_body_end(w, t);
+  if constexpr (kTraced) trace::on_body_end(w, t);
   ++w.counters.tasks_executed;
 }
 /// Completes t (see TaskKind::complete), then, transitively, the join nodes and parents that completes; the best

@@ -265,6 +265,9 @@ struct IterLoop {
   bool update_pipelined = false;
   std::uint64_t n_periods = kNoEnd;  ///< fixed trip count: periods; while-loops: no end
   std::uint64_t rem = 0;             ///< fixed trip count: copies that run in the last period
+  /// Copies from this one skip the last period (rem, when it is partial; else none): one test per replayed
+  /// instance, as copy < k.
+  std::uint32_t partial_from = ~0u;
   std::atomic<bool> failed{false};   ///< an instance or a check failed: skip bodies, stop checks
   bool stopped = false;              ///< while-loops: a check returned false (controls only, in order)
   /// Recording failed half-way (no memory): the graph is incomplete, the loop cannot replay.
@@ -921,11 +924,13 @@ void check_not_recording(const Task*, const char* what) {
 // count in its taskiter went to a released instance (then t is not counted as a finished child).
 // kUpdated: a pipelined update loop (kUpdatedTask): the instance's period is counted complete (the driver may
 // then free t, whose carrier slot the next delivery takes), and a successor's carrier is that of its parity.
-template <bool kUpdated>
+// kChained: the step of a replayed chain (run_vertex's fast path): t had nothing pending at the end of its body
+// (`alive` is still the guard), and w.immediate_successor is known to be on.
+template <bool kUpdated, bool kChained = false>
 [[gnu::always_inline]] inline bool complete_instance(Worker& w, Task* t, bool failed, Task*& best) {
   IterNode& v = *t->iter;
   Loop& L = *v.loop;
-  t->alive.store(kAliveGuard, std::memory_order_relaxed);
+  if constexpr (!kChained) t->alive.store(kAliveGuard, std::memory_order_relaxed);
   if (failed) [[unlikely]]
     L.failed.store(true, std::memory_order_relaxed);
   // A failed loop releases nothing more: the instances already released finish, and the driver's count (of
@@ -937,7 +942,6 @@ template <bool kUpdated>
   // Re-arm this parity for (v, p + 2) before anything is released (see the proof at the top).
   if (v.rearm > 1) v.pending[p & 1].store(v.rearm, std::memory_order_relaxed);
   if constexpr (kUpdated) L.count_completed(w, p);  // the driver may free t from here on: t is not touched
-  const bool gates = v.open;
   Task* heir = nullptr;  // the first instance released: it takes over (v, p)'s count, once the loop is done
   for (const Succ *e_it = v.succ, *const e_end = e_it + v.n_succ; e_it != e_end; ++e_it) {
     const Succ& e = *e_it;
@@ -945,7 +949,9 @@ template <bool kUpdated>
     std::uint64_t q = p;
     if (e.kind != kIntra) {
       q = p + 1;
-      if (q >= L.n_periods || (e.kind == kGate && !gates)) continue;
+      // (v.open is read here, not before the loop: only gate edges need it, and the graph stays until the heir
+      // is released, after the loop.)
+      if (q >= L.n_periods || (e.kind == kGate && !v.open)) continue;
     }
     // A single predecessor needs no atomic: nobody else counts for that instance.
     if (s.rearm == 1 || s.pending[q & 1].fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -963,7 +969,7 @@ template <bool kUpdated>
   // Last: once the heir can run, (v, p) is no longer counted, and the heir may finish the loop (and free this
   // graph) at once on another worker. Nothing of the loop is touched after this. The heir is preferred as the
   // immediate successor, as if it had been offered first.
-  if (!w.immediate_successor) {
+  if (!kChained && !w.immediate_successor) {
     schedule(w, heir);
   } else if (!best || heir->priority >= best->priority) {
     if (best) schedule(w, best);
@@ -977,6 +983,10 @@ template <bool kUpdated>
 [[gnu::always_inline]] inline bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   const bool failed = end_children(w, t);  // a replayed body may spawn children of its own
   return !complete_instance<false>(w, t, failed, best);
+}
+[[gnu::always_inline]] inline bool complete_chained(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
+  const bool failed = end_children(w, t);
+  return !complete_instance<false, /*kChained=*/true>(w, t, failed, best);
 }
 bool complete_updated(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   const bool failed = end_children(w, t);
@@ -1013,7 +1023,10 @@ bool complete_first(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
 }
 
 // How an instance's run ends: through its kind's complete (generic), or with the kind's step inlined, for the
-// first instance (complete_first) and for replayed ones (complete_replayed, then the chain of instances).
+// first instance (complete_first) and for replayed ones (complete_chained, then the chain of instances).
+// `replayed` is the fast path of replay: run_replayed enters it only when chain_enters(w, owner) (nothing
+// traced, immediate successors on, the default scheduler, no wait that stops a chain). None of it can change
+// along the chain, so it is tested once for it, not once per instance; nor can the owner.
 enum class VertexEnd { generic, first, replayed };
 
 template <bool kCounted, VertexEnd kEnd>
@@ -1022,22 +1035,27 @@ inline void run_vertex(Worker& w, Task* t) {
   // copy lies beyond the trip count in the last period.
   if (t->iter->loop->failed.load(std::memory_order_relaxed)) [[unlikely]]
     return end_body(w, t);
+  // The parent of every instance of the chain, read while t is running (t and the loop may be gone once the
+  // last instance has completed).
+  Task* const owner = t->parent;
   for (;;) {
     IterNode& v = *t->iter;
     Loop& L = *v.loop;
-    if (v.period + 1 == L.n_periods && v.copy >= L.rem) [[unlikely]]
+    if (v.copy >= L.partial_from && v.period + 1 == L.n_periods) [[unlikely]]
       return end_body(w, t);
     Context cx = ContextAccess::make(t, &w);
-    if (w.trace) [[unlikely]]
+    constexpr bool kTraced = kEnd != VertexEnd::replayed;
+    if (kTraced && w.trace) [[unlikely]] {
       t->trace_tag = v.period * L.k + v.copy;  // traces show the iteration each instance ran for
-    trace::on_body_begin(w, t);
+      trace::on_body_begin(w, t);
+    }
     try {
       t->body_ops->run(t, cx);  // the body stays: it runs again next iteration
     } catch (...) {
       L.failed.store(true, std::memory_order_relaxed);
       record_error(w, L.owner, std::current_exception());
     }
-    trace::on_body_end(w, t);
+    if constexpr (kTraced) trace::on_body_end(w, t);
     if constexpr (kCounted) ++w.counters.tasks_executed;  // a combination is not a task of the program
     if constexpr (kEnd == VertexEnd::generic) {
       return end_body(w, t);
@@ -1046,15 +1064,18 @@ inline void run_vertex(Worker& w, Task* t) {
       return end_body_as<&complete_first>(w, t);
     } else {
       WEFT_ASSERT(t->kind == &kReplayedTask);
-      Task* const owner = t->parent;  // (t and the loop may be gone once t has completed: not read after)
-      Task* const best = end_body_as_unsettled<&complete_replayed, /*kReadiesNodes=*/false>(w, t);
+      Task* const best = end_body_as_unsettled<&complete_chained, /*kReadiesNodes=*/false>(w, t);
       // A chain of instances runs here without going back to the worker's loop after each.
-      t = settle_or_chain(w, best, &kReplayedTask, owner);
+      t = settle_or_chain</*kChainEntered=*/true>(w, best, &kReplayedTask, owner);
       if (!t) return;
     }
   }
 }
-void run_replayed(Worker& w, Task* t) { run_vertex<true, VertexEnd::replayed>(w, t); }
+void run_replayed(Worker& w, Task* t) {
+  if (!chain_enters(w, t->parent)) [[unlikely]]
+    return run_vertex<true, VertexEnd::generic>(w, t);  // completed through complete_replayed, no chain
+  run_vertex<true, VertexEnd::replayed>(w, t);
+}
 void run_first(Worker& w, Task* t) { run_vertex<true, VertexEnd::first>(w, t); }
 void run_updated(Worker& w, Task* t) { run_vertex<true, VertexEnd::generic>(w, t); }
 void run_combine(Worker& w, Task* t) { run_vertex<false, VertexEnd::generic>(w, t); }
@@ -1116,6 +1137,7 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
     if (L.k > P.n) L.k = static_cast<std::uint32_t>(P.n);
     L.n_periods = (P.n + L.k - 1) / L.k;
     L.rem = P.n - (L.n_periods - 1) * L.k;
+    if (L.rem < L.k) L.partial_from = static_cast<std::uint32_t>(L.rem);
   }
   L.recorder = w.allocate();
   init_task(w, L.recorder, owner, &kRecorderTask);
