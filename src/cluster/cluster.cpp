@@ -2375,6 +2375,7 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
           self.send_regions();
           for (int d = 1; d < self.size; ++d) self.send(d, self.k_begin_, {});
         }
+        const comm::MpiEnv::RunAcrossRanks in_run(comm::MpiEnv::get());  // an exit() meanwhile ends the job
         self.engine.attach_progress(&self.source_);
         struct Detach {
           Cluster& c;

@@ -83,7 +83,10 @@ MpiEnv& MpiEnv::get() {
   return env;
 }
 
-void MpiEnv::note_exit_status(int status, void*) { exit_status_ = status; }
+void MpiEnv::note_exit_status(int status, void*) {
+  exit_status_ = status;
+  exit_in_run_ = runs_across_ranks_.load(std::memory_order_relaxed) > 0;
+}
 
 MpiEnv::MpiEnv() {
   int init = 0, fin = 0;
@@ -142,18 +145,26 @@ void MpiEnv::release_comm() noexcept {
 
 MpiEnv::~MpiEnv() {
   if (!mpi_live()) return;  // the program finalised MPI: on_finalize already ran
-  if (owns_mpi_ && exit_status_ != 0) {
-    // A rank that fails (exit(1) in a task, between runs, or a failing main) while the others go on: MPI_Finalize
-    // would wait for them, and they for this rank's messages, forever. Leave without it: the launcher sees a
-    // rank end with a failure status, or without finalising, and ends the job. (Other threads may be inside MPI
-    // calls; nothing here waits for them.)
-    std::fprintf(stderr,
-                 "weft: rank %d: exiting with status %d before MPI_Finalize: leaving without it, so that the "
-                 "job ends even if other ranks still wait for this one\n",
-                 rank_, exit_status_);
+  if (owns_mpi_ && (exit_status_ != 0 || exit_in_run_)) {
+    // A rank that fails (exit(1) in a task, between runs, or a failing main) while the others go on, or that
+    // exits in the middle of a run that other ranks take part in (exit(0) in a task): MPI_Finalize would wait
+    // for them, and they for this rank's messages, forever. Leave without it: the launcher sees a rank end with
+    // a failure status, or without finalising, and ends the job. (Other threads may be inside MPI calls;
+    // nothing here waits for them.) An exit(0) in a run is a failure of the job: the run cannot end.
+    const int status = exit_status_ != 0 ? exit_status_ : 1;
+    if (exit_status_ != 0)
+      std::fprintf(stderr,
+                   "weft: rank %d: exiting with status %d before MPI_Finalize: leaving without it, so that the "
+                   "job ends even if other ranks still wait for this one\n",
+                   rank_, exit_status_);
+    else
+      std::fprintf(stderr,
+                   "weft: rank %d: exit(0) during a run that other ranks take part in: that run cannot end, so "
+                   "this rank leaves with status 1, without MPI_Finalize, and the job ends\n",
+                   rank_);
     std::fflush(nullptr);
     wait_until_stderr_read();
-    std::_Exit(exit_status_);
+    std::_Exit(status);
   }
   if (owns_mpi_) {
     // Deleting the attribute runs on_finalize, and MPI_Finalize would run it too: delete it first so that the

@@ -19,6 +19,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -64,6 +65,24 @@ class MpiEnv {
   /// True while MPI is initialised and not finalised.
   static bool mpi_live() noexcept;
 
+  /// Marks a run of this process that other processes take part in (a flow-graph epoch across ranks, a run of
+  /// a cluster Runtime), for its lifetime, on jobs of several processes. An exit() during one, whatever its
+  /// status, leaves as a failing exit does (see ~MpiEnv): the other ranks would wait for this one forever.
+  class RunAcrossRanks {
+   public:
+    explicit RunAcrossRanks(const MpiEnv& env) noexcept : counted_(env.size() > 1) {
+      if (counted_) runs_across_ranks_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~RunAcrossRanks() {
+      if (counted_) runs_across_ranks_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    RunAcrossRanks(const RunAcrossRanks&) = delete;
+    RunAcrossRanks& operator=(const RunAcrossRanks&) = delete;
+
+   private:
+    bool counted_;
+  };
+
   MpiEnv(const MpiEnv&) = delete;
   MpiEnv& operator=(const MpiEnv&) = delete;
 
@@ -75,6 +94,12 @@ class MpiEnv {
   void release_comm() noexcept;
   /// The status the process is exiting with (exit(), or main's return), noted before ~MpiEnv runs.
   static inline int exit_status_ = 0;
+  /// Whether exit() was called during a RunAcrossRanks (noted with the status).
+  static inline bool exit_in_run_ = false;
+  /// RunAcrossRanks in progress in this process. Relaxed: a thread that calls exit() inside a run runs one of
+  /// its tasks, scheduled after the increment (the queues' release and acquire carry it), or is the one that
+  /// made it.
+  static inline std::atomic<int> runs_across_ranks_{0};
 
   int rank_ = 0, size_ = 1, level_ = MPI_THREAD_SINGLE, max_tag_ = 32766;
   bool owns_mpi_ = false;

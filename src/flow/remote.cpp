@@ -132,6 +132,7 @@ class Remote final : public RemoteBase {
     last_progress_ = {~std::uint64_t{0}, -1};
     last_change_ = std::chrono::steady_clock::now();
     running_.store(true, std::memory_order_release);
+    const comm::MpiEnv::RunAcrossRanks in_run(comm::MpiEnv::get());  // an exit() meanwhile ends the job
     engine.attach_progress(&source_);
     struct Detach {
       wd::Engine& e;

@@ -816,10 +816,10 @@ TEST(ClusterFailure, KilledRankInOffloadedTask) {
 
 namespace {
 
-// Run by tests/mpi/failure.cmake (MODE=clusterexit, clusterexitmain): rank 1 calls exit(1) inside a task offloaded
-// to it while rank 0 waits for that task, or between two runs (its main thread, while rank 0 starts the next
-// run and waits for its messages). The job must end within seconds: weft leaves without MPI_Finalize, which
-// would wait for rank 0 forever.
+// Run by tests/mpi/failure.cmake (MODE=clusterexit, clusterexitmain, clusterexit0): rank 1 calls exit(1) inside a
+// task offloaded to it while rank 0 waits for that task, or between two runs (its main thread, while rank 0
+// starts the next run and waits for its messages), or exit(0) inside the task (WEFT_TEST_EXIT_STATUS=0). The job
+// must end within seconds: weft leaves without MPI_Finalize, which would wait for rank 0 forever.
 TEST(ClusterFailure, ExitOnOneRank) {
   const char* where = std::getenv("WEFT_TEST_EXIT_WHERE");
   if (!where) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
@@ -829,7 +829,8 @@ TEST(ClusterFailure, ExitOnOneRank) {
       std::fprintf(f, "%lld\n", static_cast<long long>(std::time(nullptr)));
       std::fclose(f);
     }
-    std::exit(1);
+    const char* status = std::getenv("WEFT_TEST_EXIT_STATUS");
+    std::exit(status ? std::atoi(status) : 1);
   };
   int* x = nullptr;
   rt.run([&](weft::Context& cx) {

@@ -11,7 +11,9 @@
 #   -DMODE=clusterwatchdog   a task offloaded to rank 1 blocks, with a 2 s watchdog: the job must end with a
 #                     failure status, every rank's view and the watchdog's line.
 #   -DMODE=clusterexit   as kill, but rank 1 calls exit(1) inside a task offloaded to it; clusterexitmain: its
-#                     main thread calls exit(1) between two runs. The job must end within 10 s, with weft's line.
+#                     main thread calls exit(1) between two runs; clusterexit0: exit(0) inside the task. The job
+#                     must end within 10 s with a failure status, with weft's line.
+#   -DMODE=flowexit0  as flowkill, but rank 1 calls exit(0) inside the flow task.
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
@@ -31,9 +33,14 @@ elseif(MODE STREQUAL "flowkill")
 elseif(MODE STREQUAL "clusterkill")
   list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
   list(APPEND cmd "--gtest_filter=ClusterFailure.KilledRankInOffloadedTask")
-elseif(MODE STREQUAL "clusterexit" OR MODE STREQUAL "clusterexitmain")
+elseif(MODE STREQUAL "flowexit0")
+  list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}" "WEFT_TEST_EXIT0=1")
+  list(APPEND cmd "--gtest_filter=FlowFailure.KilledRankMidGraph")
+elseif(MODE MATCHES "^clusterexit")
   list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
-  if(MODE STREQUAL "clusterexit")
+  if(MODE STREQUAL "clusterexit0")
+    list(APPEND env "WEFT_TEST_EXIT_WHERE=task" "WEFT_TEST_EXIT_STATUS=0")
+  elseif(MODE STREQUAL "clusterexit")
     list(APPEND env "WEFT_TEST_EXIT_WHERE=task")
   else()
     list(APPEND env "WEFT_TEST_EXIT_WHERE=main")
@@ -49,8 +56,8 @@ elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
 else()
-  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, clusterkill, clusterexit, clusterexitmain, "
-                      "flowthrow, watchdog or clusterwatchdog")
+  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowexit0, clusterkill, clusterexit, "
+                      "clusterexitmain, clusterexit0, flowthrow, watchdog or clusterwatchdog")
 endif()
 # The hang guard: far above the 10 s bound; the surviving rank gives up by itself after 60 s.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -77,7 +84,10 @@ if(MODE MATCHES "kill|exit")
   if(elapsed GREATER 10)
     message(FATAL_ERROR "the job ended ${elapsed} s after rank 1 died (bound: 10 s): ${shown}\n${log}")
   endif()
-  if(MODE MATCHES "exit" AND NOT err MATCHES "weft: rank 1: exiting with status 1 before MPI_Finalize")
+  if(MODE MATCHES "exit0" AND NOT err MATCHES "weft: rank 1: exit\\(0\\) during a run that other ranks take part in")
+    message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
+  elseif(MODE MATCHES "exit" AND NOT MODE MATCHES "exit0" AND
+         NOT err MATCHES "weft: rank 1: exiting with status 1 before MPI_Finalize")
     message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
   endif()
   message(STATUS "job ended with status ${rc}, ${elapsed} s after rank 1 was killed or exited")
