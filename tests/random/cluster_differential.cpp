@@ -368,10 +368,15 @@ TEST(ClusterDifferential, Policies) {
   releases = weft_mpi_test::sum_all(releases);
   direct = weft_mpi_test::sum_all(direct);
   const int rank = weft_mpi_test::world_rank(), size = weft_mpi_test::world_size();
-  if (size > 1 && rank == 0 && (k_only < 0 || !configs[k_only].flat)) {  // (flat programs have no weak access)
+  // Whether the two paths ran depends on timing (a weak access released while its task still runs; a
+  // predecessor on a third rank still running when its successor is linked): checked over the short run's
+  // configurations together, and in the deep runs only for the flat programs, whose chains across ranks make
+  // the direct report likely in every program. A deep run of one configuration of random programs on a loaded
+  // machine (ASan, 4 ranks on 2 cores) once saw every third-rank predecessor end before its successor was linked.
+  if (size > 1 && rank == 0 && k_only < 0) {
     EXPECT_GT(releases, 0u) << "no weak access was released before its task ended: that path went untested";
   }
-  if (size > 2 && rank == 0 && (k_only < 0 || configs[k_only].direct)) {
+  if (size > 2 && rank == 0 && (k_only < 0 || (configs[k_only].direct && configs[k_only].flat))) {
     EXPECT_GT(direct, 0u) << "no predecessor on a third rank reported its end directly: that path went untested";
   }
   if (rank == 0 && std::getenv("WEFT_CLUSTER_DIFF_STATS"))
