@@ -943,21 +943,30 @@ constexpr unsigned kMaxSendThrottleDepth = 32;       // beyond, sends are not th
   w.detached_queued = 0;
   --tls_send_throttle_depth;
 }
+
+// detached_submit's count of a new child of `a` when w holds none of a's credits (count_new_child takes some):
+// the throttle is tested then, about once per credit_batch(w) sends, so the bound is max_tasks +
+// credit_batch(w) per worker. (Not on the communication thread, which must not run tasks: it delivers what
+// other ranks sent.)
+[[gnu::noinline]] void count_send_taking_credits(Worker& w, Task* a) {
+  if (tls_send_throttle_depth < kMaxSendThrottleDepth && !w.progress_only) {
+    const auto limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
+    if (unfinished_children(w, a) >= limit) throttle_sends(w, a, limit);
+  }
+  count_new_child(w, a);
+}
 }  // namespace
 
 void detached_submit(Task* t, Task* anchor) {
   Worker& w = *tls_worker;
   Task* const a = anchor;
-  // Tested only when this worker is about to touch the anchor's count (count_new_child takes credits): about
-  // once per credit_batch(w) sends, so the bound is max_tasks + credit_batch(w) per worker.
-  // (Not on the communication thread, which must not run tasks: it delivers what other ranks sent.)
-  if ((w.counted_parent != a || w.counted == 0) && tls_send_throttle_depth < kMaxSendThrottleDepth &&
-      !w.progress_only) [[unlikely]] {
-    const auto limit = static_cast<std::int64_t>(w.engine->options.max_tasks);
-    if (unfinished_children(w, a) >= limit) throttle_sends(w, a, limit);
-  }
   t->parent = a;
-  count_new_child(w, a);  // `a` cannot complete meanwhile: t's sender is one of its children, or its body
+  // `a` cannot complete meanwhile: t's sender is one of its children, or its body. The usual case spends one
+  // of the credits w holds (count_new_child's first case), tested once.
+  if (w.counted_parent == a && w.counted > 0) [[likely]]
+    --w.counted;
+  else
+    count_send_taking_credits(w, a);
   ++w.counters.tasks_created;
   // A task submitted while a body runs must be stealable: the body may go on computing for long after it
   // (send-then-compute), and the private immediate-successor slot would hold the task until it returns. With

@@ -430,26 +430,21 @@ class Out {
   using VS = value_t<V>;
   explicit Out(EdgeState<KS, VS>* e) : e_(e) {}
 
+  /// Inline for one consumer, the usual case (a call less per send); several go out of line (put_shared).
   template <class U>
-  void put(const KS& key, U&& value) const {
+  [[gnu::always_inline]] void put(const KS& key, U&& value) const {
     static_assert(std::is_copy_constructible_v<VS> || std::is_rvalue_reference_v<U&&>,
                   "weft::flow: a move-only value must be sent as an rvalue (std::move)");
     const auto& cs = e_->consumers;
-    const std::size_t n = cs.size();
-    if (n == 1) {
+    if (cs.size() == 1) [[likely]] {
       if constexpr (std::is_rvalue_reference_v<U&&> && !std::is_const_v<std::remove_reference_t<U>>)
         cs[0].move(cs[0].tt, key, std::move(value));
       else if constexpr (std::is_same_v<std::remove_cvref_t<U>, VS>)
         cs[0].copy(cs[0].tt, key, value);
       else
         cs[0].move(cs[0].tt, key, VS(value));  // converted: the temporary is moved
-    } else if (n > 1) {
-      if constexpr (cheap_v<VS>) {
-        for (const auto& c : cs) c.copy(c.tt, key, value);
-      } else {
-        auto* s = new Shared<VS>(static_cast<std::uint32_t>(n), std::forward<U>(value));
-        for (const auto& c : cs) c.share(c.tt, key, s);
-      }
+    } else {
+      put_shared(key, std::forward<U>(value));
     }
   }
 
@@ -485,6 +480,20 @@ class Out {
   }
 
  private:
+  template <class U>
+  [[gnu::noinline]] void put_shared(const KS& key, U&& value) const {
+    const auto& cs = e_->consumers;
+    const std::size_t n = cs.size();
+    if (n > 1) {
+      if constexpr (cheap_v<VS>) {
+        for (const auto& c : cs) c.copy(c.tt, key, value);
+      } else {
+        auto* s = new Shared<VS>(static_cast<std::uint32_t>(n), std::forward<U>(value));
+        for (const auto& c : cs) c.share(c.tt, key, s);
+      }
+    }
+  }
+
   EdgeState<KS, VS>* e_;
 };
 
