@@ -1161,7 +1161,10 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
     if (L.broken)  // the body caught the exception of a failed recording and went on
       throw taskiter_error("weft: taskiter: the recording of the loop failed (out of memory); the loop cannot run");
     L.m_data = static_cast<std::uint32_t>(L.rec.size());
-    if (replays && L.m_data > 0) L.close(w);
+    if (replays && L.m_data > 0)
+      L.close(w);  // counts the graph's edges (Stats::edges_created)
+    else
+      w.counters.edges_created += L.edges.size();  // a single period: the edges its tasks were linked by
   } catch (...) {
     // The instances already started finish (skipping their bodies) before the loop and its graph go.
     L.failed.store(true, std::memory_order_relaxed);

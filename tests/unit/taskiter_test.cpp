@@ -770,6 +770,29 @@ TEST_P(Taskiter, Statistics) {
   EXPECT_EQ(s.tasks_executed, 121u);
 }
 
+// A loop of one iteration is not closed into a cyclic graph, but its tasks are linked as spawned ones are:
+// Stats::edges_created counts those edges, as many as the same tasks spawned (a count of 0 used to be reported).
+TEST_P(Taskiter, EdgesOfASingleIterationAreCounted) {
+  auto chain = [](weft::Context& cx, long& x) {
+    for (int t = 0; t < 5; ++t) cx.spawn([&x] { x = 2 * x + 1; }, weft::inout(x));
+  };
+  auto edges = [&](bool iterated) {
+    weft::Runtime rt(options());
+    rt.reset_stats();
+    long x = 0;
+    rt.run([&](weft::Context& cx) {
+      if (iterated)
+        cx.taskiter(1, [&](weft::Context& it) { chain(it, x); });
+      else
+        chain(cx, x);
+    });
+    EXPECT_EQ(x, 31);
+    return rt.stats().edges_created;
+  };
+  EXPECT_EQ(edges(true), 4u);
+  EXPECT_EQ(edges(false), 4u);
+}
+
 // A worker runs a chain of replayed instances without going back to its loop after each (the next instance is
 // its immediate successor), but not inside a wait for something else: there, the waiting task resumes as soon
 // as what it waits for has finished, as after any task. One worker, so that the order is fixed:
