@@ -3,7 +3,7 @@
 // an ordinary weft program.
 //
 //   mpirun -np 2 build/release/examples/weft-cluster-blocks
-//   # cluster: 16 blocks, 10 updates, 2 processes: sum 10066329600 (ok), tasks offloaded by rank 0: 88
+//   # cluster: 16 blocks, 10 updates, 2 processes: sum 671416320 (ok), tasks offloaded by rank 0: 88
 #include <weft/cluster.hpp>
 #include <weft/weft.hpp>
 

@@ -51,7 +51,9 @@
 // * Errors: an exception escaping an offloaded task is rethrown on its spawning rank as weft::remote_error
 //   ("rank R: <what>"), with the usual semantics (its dependents are cancelled, the parent's next wait rethrows
 //   it). A rank that dies ends the job (the MPI launcher's own behaviour), as does one that calls exit() with a
-//   non-zero status (weft, when it initialised MPI, then leaves without MPI_Finalize, which would wait).
+//   non-zero status, or exit(0) during a run (in a task: that run cannot end, so the rank leaves with status 1).
+//   weft, when it initialised MPI, then leaves without MPI_Finalize, which would wait, and says so in a
+//   rank-tagged line. Every rank ending its main with exit(0) after its runs is an ordinary end.
 //
 // Offloadable bodies (checked at compile time for the type, at run time for stack pointers): trivially copyable
 // closures; capture values and pointers into dmalloc/lmalloc memory; never capture by reference. The body's

@@ -60,8 +60,10 @@
 //     - Priorities: the priomap runs on the owner, so a task's priority travels with its key.
 //     - Failures: a task that throws on a rank of a graph of several processes ends the whole job (MPI_Abort)
 //       with one line naming the rank, the template task, the key and the exception (the other ranks would wait
-//       for it forever); so does a message that cannot be delivered. Options::watchdog_seconds
-//       (WEFT_WATCHDOG) ends a fence that sees no progress, printing every rank's view first.
+//       for it forever); so does a message that cannot be delivered, and a task that calls exit() (with status
+//       0 too: the rank leaves with status 1, without MPI_Finalize, when weft initialised MPI).
+//       Options::watchdog_seconds (WEFT_WATCHDOG) ends a fence that sees no progress, printing every rank's view
+//       first.
 //   With one process (or weft built without MPI) a graph is exactly the single-process one, at the same cost.
 // * Pending tasks (some inputs arrived, not all) wait in a per-template-task concurrent hash table (bucket locks,
 //   growth by chained tables, a reader-biased resize lock); a template task with a single non-aggregator input
