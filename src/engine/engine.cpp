@@ -961,11 +961,8 @@ void detached_submit(Task* t, Task* anchor) {
   Worker& w = *tls_worker;
   Task* const a = anchor;
   t->parent = a;
-  // `a` cannot complete meanwhile: t's sender is one of its children, or its body. The usual case spends one
-  // of the credits w holds (count_new_child's first case), tested once.
-  if (w.counted_parent == a && w.counted > 0) [[likely]]
-    --w.counted;
-  else
+  // `a` cannot complete meanwhile: t's sender is one of its children, or its body.
+  if (!spend_held_credit(w, a)) [[unlikely]]
     count_send_taking_credits(w, a);
   ++w.counters.tasks_created;
   // A task submitted while a body runs must be stealable: the body may go on computing for long after it

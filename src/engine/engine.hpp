@@ -509,11 +509,21 @@ inline Task* find_work(Worker& w) {
 /// (its own loop), so that no wait's condition goes unchecked, and when nothing is due before a task (run_task's
 /// slow path: a poll, a batch of another parent's count). The slot is empty when a task begins, so what it holds
 /// was readied by this task (its body or its completion). chain_blocked: w waits for something else, or something
-/// is due (the worker's half of the test, shared with settle_or_chain).
-/// Its two halves: w's wait, which cannot change along a chain (a body that waits restores it before it
-/// returns), and what may be due before the next task, which can.
+/// is due (the worker's half of the test, shared with settle_or_chain). Its halves: w's wait, which cannot change
+/// along a chain (a body that waits restores it before it returns), and what is due before the next task (a
+/// poll; a batch of another parent's count), which can.
 [[gnu::always_inline]] inline bool wait_blocks_chain(const Worker& w, const Task* parent) {
   return w.waiting_for && w.waiting_for != parent;
+}
+/// kBatchIsParents: the caller knows that w's batch of counts is parent's (count_child_in_batch(w, parent) has
+/// just succeeded), so that only a poll can be due.
+template <bool kBatchIsParents = false>
+[[gnu::always_inline]] inline bool due_blocks_chain(const Worker& w, const Task* parent) {
+  return w.progress_countdown.load(std::memory_order_relaxed) != 0 ||
+         (!kBatchIsParents && w.counted && parent != w.counted_parent);
+}
+[[gnu::always_inline]] inline bool chain_blocked(const Worker& w, const Task* parent) {
+  return wait_blocks_chain(w, parent) || due_blocks_chain(w, parent);
 }
 /// Whether a chain of `parent`'s tasks may run on w with its per-worker tests made once, before it begins
 /// (settle_or_chain<true>): nothing traced, immediate successors on, the default scheduler, and a wait that
@@ -521,21 +531,13 @@ inline Task* find_work(Worker& w) {
 [[gnu::always_inline]] inline bool chain_enters(const Worker& w, const Task* parent) {
   return !w.trace && w.immediate_successor && !w.lfq && !wait_blocks_chain(w, parent);
 }
-[[gnu::always_inline]] inline bool due_blocks_chain(const Worker& w, const Task* parent) {
-  return w.progress_countdown.load(std::memory_order_relaxed) != 0 || (w.counted && parent != w.counted_parent);
-}
-[[gnu::always_inline]] inline bool chain_blocked(const Worker& w, const Task* parent) {
-  return wait_blocks_chain(w, parent) || due_blocks_chain(w, parent);
-}
-/// take_chained's tests that a caller may have made already: kWaitTested, wait_blocks_chain(w, parent), once
-/// before its chain began; kBatchIsParents, w's batch of counts is parent's (count_child_in_batch(w, parent) has
-/// just succeeded), so no other parent's count is due.
+/// kWaitTested: the caller tested wait_blocks_chain(w, parent) once, before its chain began; kBatchIsParents:
+/// as for due_blocks_chain.
 template <bool kWaitTested = false, bool kBatchIsParents = false>
 [[gnu::always_inline]] inline Task* take_chained(Worker& w, const TaskKind* kind, const Task* parent) {
   Task* const n = w.next;
   if (!n || n->kind != kind || n->parent != parent || (!kWaitTested && wait_blocks_chain(w, parent)) ||
-      w.progress_countdown.load(std::memory_order_relaxed) != 0 ||
-      (!kBatchIsParents && w.counted && parent != w.counted_parent))
+      due_blocks_chain<kBatchIsParents>(w, parent))
     return nullptr;
   w.next = nullptr;
   ++w.counters.immediate_successor;
@@ -569,10 +571,16 @@ inline std::uint32_t credit_batch(const Worker& w) { return (w.count_batch + 1) 
 /// Counts one more unfinished child of `a`, about to be made ready. The caller must itself keep `a` from
 /// completing meanwhile (it is a counted child of `a`, or `a`'s body). Never completes anything, so it may be
 /// called from inside complete().
+/// count_new_child's usual case, for callers that handle the others out of line: spends one of the credits w
+/// holds on `a`. False: w holds none (then nothing is counted).
+inline bool spend_held_credit(Worker& w, const Task* a) {
+  if (w.counted_parent != a || w.counted == 0) return false;
+  --w.counted;
+  return true;
+}
 inline void count_new_child(Worker& w, Task* a) {
-  if (w.counted_parent == a && w.counted > 0) {
-    --w.counted;
-  } else if (w.counted == 0) {
+  if (spend_held_credit(w, a)) return;
+  if (w.counted == 0) {
     const std::uint32_t credits = credit_batch(w);
     a->alive.fetch_add(credits, std::memory_order_relaxed);  // relaxed: `a` is kept alive by the caller
     w.counted_parent = a;

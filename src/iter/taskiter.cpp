@@ -264,9 +264,8 @@ struct IterLoop {
   /// periods run, and delivers each vertex's fresh carrier as one more predecessor of its instance.
   bool update_pipelined = false;
   std::uint64_t n_periods = kNoEnd;  ///< fixed trip count: periods; while-loops: no end
-  std::uint64_t rem = 0;             ///< fixed trip count: copies that run in the last period
-  /// Copies from this one skip the last period (rem, when it is partial; else none): one test per replayed
-  /// instance, as copy < k.
+  /// Fixed trip count whose last period is partial: the copies that run in it (the others skip it); else ~0u
+  /// (every copy runs: one test per replayed instance, as copy < k).
   std::uint32_t partial_from = ~0u;
   std::atomic<bool> failed{false};   ///< an instance or a check failed: skip bodies, stop checks
   bool stopped = false;              ///< while-loops: a check returned false (controls only, in order)
@@ -758,7 +757,7 @@ void run_control(Worker& w, IterNode& c) {
 // The update clause: run the body for the iterations of period p; each spawn is matched with its vertex and
 // kept in L.fresh (null for the vertices of copies beyond the trip count, in the last period).
 void rerun_body(Loop& L, Context& rcx, std::uint64_t p) {
-  const std::uint32_t copies = p + 1 == L.n_periods ? static_cast<std::uint32_t>(L.rem) : L.k;
+  const std::uint32_t copies = p + 1 == L.n_periods ? std::min(L.partial_from, L.k) : L.k;
   L.fresh.assign(L.m_data, nullptr);
   L.updating = true;
   L.update_next = 0;
@@ -980,13 +979,11 @@ template <bool kUpdated, bool kChained = false>
   return true;
 }
 
+// kChained: as for complete_instance (run_vertex's fast path).
+template <bool kChained = false>
 [[gnu::always_inline]] inline bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   const bool failed = end_children(w, t);  // a replayed body may spawn children of its own
-  return !complete_instance<false>(w, t, failed, best);
-}
-[[gnu::always_inline]] inline bool complete_chained(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
-  const bool failed = end_children(w, t);
-  return !complete_instance<false, /*kChained=*/true>(w, t, failed, best);
+  return !complete_instance<false, kChained>(w, t, failed, best);
 }
 bool complete_updated(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
   const bool failed = end_children(w, t);
@@ -1023,7 +1020,7 @@ bool complete_first(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
 }
 
 // How an instance's run ends: through its kind's complete (generic), or with the kind's step inlined, for the
-// first instance (complete_first) and for replayed ones (complete_chained, then the chain of instances).
+// first instance (complete_first) and for replayed ones (complete_replayed<true>, then the chain of instances).
 // `replayed` is the fast path of replay: run_replayed enters it only when chain_enters(w, owner) (nothing
 // traced, immediate successors on, the default scheduler, no wait that stops a chain). None of it can change
 // along the chain, so it is tested once for it, not once per instance; nor can the owner.
@@ -1064,7 +1061,7 @@ inline void run_vertex(Worker& w, Task* t) {
       return end_body_as<&complete_first>(w, t);
     } else {
       WEFT_ASSERT(t->kind == &kReplayedTask);
-      Task* const best = end_body_as_unsettled<&complete_chained, /*kReadiesNodes=*/false>(w, t);
+      Task* const best = end_body_as_unsettled<&complete_replayed</*kChained=*/true>, /*kReadiesNodes=*/false>(w, t);
       // A chain of instances runs here without going back to the worker's loop after each.
       t = settle_or_chain</*kChainEntered=*/true>(w, best, &kReplayedTask, owner);
       if (!t) return;
@@ -1087,17 +1084,17 @@ void run_control_task(Worker& w, Task* t) {
 
 }  // namespace
 
-const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed, nullptr, nullptr,
+const TaskKind kReplayedTask{"replayed", false, true, &run_replayed, &complete_replayed<>, nullptr, nullptr,
                             nullptr, nullptr};
 const TaskKind kUpdatedTask{"replayed", false, true, &run_updated, &complete_updated, nullptr, nullptr,
                            nullptr, nullptr};
-const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed, nullptr, nullptr,
+const TaskKind kCombineTask{"combine", false, true, &run_combine, &complete_replayed<>, nullptr, nullptr,
                             nullptr, nullptr};
 const TaskKind kFirstRunTask{"recorded", false, false, &run_first, &complete_first, nullptr, nullptr, nullptr,
                              nullptr};
 const TaskKind kFirstCombineTask{"combine", false, false, &run_combine, &complete_first, nullptr, nullptr,
                                  nullptr, nullptr};
-const TaskKind kControlTask{"control", false, true, &run_control_task, &complete_replayed, nullptr, nullptr,
+const TaskKind kControlTask{"control", false, true, &run_control_task, &complete_replayed<>, nullptr, nullptr,
                             nullptr, nullptr};
 const TaskKind kRecorderTask{"recorder", false, false, nullptr, nullptr, &record_spawn, &check_not_recording,
                             nullptr, nullptr};
@@ -1136,8 +1133,8 @@ void run_taskiter(Context& cx, const IterSpec& spec) {
   if (!P.is_while) {
     if (L.k > P.n) L.k = static_cast<std::uint32_t>(P.n);
     L.n_periods = (P.n + L.k - 1) / L.k;
-    L.rem = P.n - (L.n_periods - 1) * L.k;
-    if (L.rem < L.k) L.partial_from = static_cast<std::uint32_t>(L.rem);
+    const std::uint64_t last = P.n - (L.n_periods - 1) * L.k;  // copies that run in the last period
+    if (last < L.k) L.partial_from = static_cast<std::uint32_t>(last);
   }
   L.recorder = w.allocate();
   init_task(w, L.recorder, owner, &kRecorderTask);
