@@ -579,6 +579,8 @@ class Cluster final : public Engine::Service {
   // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
   // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
   double watchdog_ = 0;
+  /// The current run's RunAcrossRanks::index (for MpiEnv::check_departures).
+  std::atomic<std::uint64_t> across_run_{0};
   std::atomic<std::uint64_t> progress_{0};
   std::atomic<std::uint64_t> done_received_{0}, received_completed_{0};
   std::atomic<std::int64_t> transfers_awaited_{0};  // announced minus arrived (a hint for source_demand)
@@ -2234,7 +2236,10 @@ std::size_t Cluster::poll_source(void* self) noexcept {
   auto* c = static_cast<Cluster*>(self);
   try {
     const std::size_t n = c->transport.poll();
-    if (n) c->progress_.fetch_add(n, std::memory_order_relaxed);
+    if (n)
+      c->progress_.fetch_add(n, std::memory_order_relaxed);
+    else  // nothing came: has a rank this run needs ended its program? (at most every 10 ms)
+      comm::MpiEnv::get().check_departures(c->across_run_.load(std::memory_order_relaxed));
     if (c->watchdog_ > 0) [[unlikely]]
       c->watch();
     return n;
@@ -2376,6 +2381,7 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
           for (int d = 1; d < self.size; ++d) self.send(d, self.k_begin_, {});
         }
         const comm::MpiEnv::RunAcrossRanks in_run(comm::MpiEnv::get());  // an exit() meanwhile ends the job
+        self.across_run_.store(in_run.index(), std::memory_order_relaxed);
         self.engine.attach_progress(&self.source_);
         struct Detach {
           Cluster& c;

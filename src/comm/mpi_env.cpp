@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -131,6 +132,68 @@ MpiEnv::MpiEnv() {
   // communicator when the program finalises MPI itself, before the library goes away.
   MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &MpiEnv::on_finalize, &finalize_key_, nullptr);
   MPI_Comm_set_attr(MPI_COMM_SELF, finalize_key_, this);
+  departed_.assign(static_cast<std::size_t>(size_), -1);
+}
+
+void MpiEnv::receive_departures() {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kDepartTag, comm_, &flag, &st);
+    if (!flag) return;
+    std::uint64_t runs = 0;
+    MPI_Recv(&runs, 1, MPI_UINT64_T, st.MPI_SOURCE, kDepartTag, comm_, MPI_STATUS_IGNORE);
+    departed_[static_cast<std::size_t>(st.MPI_SOURCE)] = static_cast<std::int64_t>(runs);
+  }
+}
+
+void MpiEnv::check_departures(std::uint64_t index) noexcept {
+  if (size_ == 1 || index == 0) return;
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  // relaxed: a rate limit; the mutex orders the checks themselves.
+  if (now < next_departure_check_.load(std::memory_order_relaxed)) return;
+  std::unique_lock<std::mutex> g(depart_m_, std::try_to_lock);
+  if (!g.owns_lock()) return;
+  if (!token_.try_acquire()) return;  // a poll is under way: look next time
+  next_departure_check_.store(now + std::chrono::nanoseconds(std::chrono::milliseconds(10)).count(),
+                              std::memory_order_relaxed);
+  receive_departures();
+  token_.release();
+  for (int r = 0; r < size_; ++r) {
+    const std::int64_t runs = departed_[static_cast<std::size_t>(r)];
+    if (runs < 0 || static_cast<std::uint64_t>(runs) >= index) continue;
+    abort_job("rank " + std::to_string(r) + " has ended its program (returned from main or called exit()) after " +
+              std::to_string(runs) + " run(s) across ranks, but this rank is in run " + std::to_string(index) +
+              ", which needs it: every rank must call a cluster Runtime's run() as many times as rank 0 does, "
+              "and take part in every fence() of a flow graph across ranks");
+  }
+}
+
+void MpiEnv::depart() {
+  TokenScope hold(token_);
+  std::lock_guard<std::mutex> g(depart_m_);
+  const std::uint64_t runs = runs_begun_.load(std::memory_order_relaxed);
+  std::vector<MPI_Request> sends;
+  for (int d = rank_ == 0 ? 1 : 0; d < (rank_ == 0 ? size_ : 1); ++d) {
+    sends.emplace_back();
+    MPI_Isend(&runs, 1, MPI_UINT64_T, d, kDepartTag, comm_, &sends.back());
+  }
+  // Every rank sends its notices before it enters the barrier: once the barrier completes, the notices still
+  // to receive have all been sent.
+  MPI_Request barrier;
+  MPI_Ibarrier(comm_, &barrier);
+  for (int done = 0;;) {
+    MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    const timespec one_ms{0, 1000000};
+    nanosleep(&one_ms, nullptr);
+  }
+  for (int s = rank_ == 0 ? 1 : 0; s < (rank_ == 0 ? size_ : 1); ++s) {
+    if (departed_[static_cast<std::size_t>(s)] >= 0) continue;
+    std::uint64_t theirs = 0;
+    MPI_Recv(&theirs, 1, MPI_UINT64_T, s, kDepartTag, comm_, MPI_STATUS_IGNORE);
+  }
+  MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
 }
 
 int MpiEnv::on_finalize(MPI_Comm, int, void* value, void*) {
@@ -167,6 +230,9 @@ MpiEnv::~MpiEnv() {
     std::_Exit(status);
   }
   if (owns_mpi_) {
+    // A rank whose program ends while the others still run with it: they learn it from the notices (see
+    // check_departures) and end the job; here this rank waits for every rank to have left.
+    if (size_ > 1) depart();
     // Deleting the attribute runs on_finalize, and MPI_Finalize would run it too: delete it first so that the
     // communicator is freed exactly once, then finalise.
     MPI_Comm_delete_attr(MPI_COMM_SELF, finalize_key_);

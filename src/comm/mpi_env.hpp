@@ -20,8 +20,11 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "comm/sync.hpp"
 
@@ -71,17 +74,33 @@ class MpiEnv {
   class RunAcrossRanks {
    public:
     explicit RunAcrossRanks(const MpiEnv& env) noexcept : counted_(env.size() > 1) {
-      if (counted_) runs_across_ranks_.fetch_add(1, std::memory_order_relaxed);
+      if (counted_) {
+        runs_across_ranks_.fetch_add(1, std::memory_order_relaxed);
+        index_ = runs_begun_.fetch_add(1, std::memory_order_relaxed) + 1;
+      }
     }
     ~RunAcrossRanks() {
       if (counted_) runs_across_ranks_.fetch_sub(1, std::memory_order_relaxed);
     }
     RunAcrossRanks(const RunAcrossRanks&) = delete;
     RunAcrossRanks& operator=(const RunAcrossRanks&) = delete;
+    /// Which of this process's runs across ranks this is: 1, 2, ... in the order they began (0 on one
+    /// process). Every rank takes part in the same runs in the same order, so the numbers agree across ranks.
+    std::uint64_t index() const noexcept { return index_; }
 
    private:
     bool counted_;
+    std::uint64_t index_ = 0;
   };
+
+  /// A rank that ends its program normally (returns from main, or calls exit(0), outside a run) while others
+  /// still run with it would leave them waiting forever: weft finalises MPI at exit when it initialised it,
+  /// and there each rank first sends a departure notice (rank 0 to every rank, the others to rank 0) saying
+  /// how many runs across ranks it took part in, then waits until every rank has sent its own. A rank whose
+  /// run `index` (RunAcrossRanks::index) waits for a rank that left after fewer runs calls this while it
+  /// waits: it then ends the job with a line naming that rank (abort_job), since the run can never end.
+  /// Cheap: it looks for notices at most every 10 ms, and only when it gets the progress token at once.
+  void check_departures(std::uint64_t index) noexcept;
 
   MpiEnv(const MpiEnv&) = delete;
   MpiEnv& operator=(const MpiEnv&) = delete;
@@ -96,6 +115,8 @@ class MpiEnv {
   static inline int exit_status_ = 0;
   /// Whether exit() was called during a RunAcrossRanks (noted with the status).
   static inline bool exit_in_run_ = false;
+  /// Runs across ranks begun by this process (see RunAcrossRanks::index).
+  static inline std::atomic<std::uint64_t> runs_begun_{0};
   /// RunAcrossRanks in progress in this process. Relaxed: a thread that calls exit() inside a run runs one of
   /// its tasks, scheduled after the increment (the queues' release and acquire carry it), or is the one that
   /// made it.
@@ -107,6 +128,17 @@ class MpiEnv {
   MPI_Errhandler errhandler_ = MPI_ERRHANDLER_NULL;
   int finalize_key_ = MPI_KEYVAL_INVALID;
   ProgressToken token_;
+
+  // Departures (check_departures). departed_[r]: the runs across ranks rank r took part in, from its notice;
+  // -1 until one came. Guarded by depart_m_ (and MPI calls by the token).
+  /// Receives the departure notices that have arrived (token and depart_m_ held).
+  void receive_departures();
+  /// At exit (weft finalises MPI): sends this rank's notices and waits until every rank has left its own.
+  void depart();
+  static constexpr int kDepartTag = 1;
+  std::mutex depart_m_;
+  std::vector<std::int64_t> departed_;
+  std::atomic<std::int64_t> next_departure_check_{0};  ///< steady clock, ns
 };
 
 }  // namespace weft::comm

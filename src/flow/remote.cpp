@@ -133,6 +133,7 @@ class Remote final : public RemoteBase {
     last_change_ = std::chrono::steady_clock::now();
     running_.store(true, std::memory_order_release);
     const comm::MpiEnv::RunAcrossRanks in_run(comm::MpiEnv::get());  // an exit() meanwhile ends the job
+    across_run_ = in_run.index();
     engine.attach_progress(&source_);
     struct Detach {
       wd::Engine& e;
@@ -165,6 +166,7 @@ class Remote final : public RemoteBase {
     if (td_.terminated(e)) return true;
     if (watchdog_ > 0) [[unlikely]]
       check_progress(w, root);
+    comm::MpiEnv::get().check_departures(across_run_);  // a rank that ended its program (at most every 10 ms)
     if (active_.load(std::memory_order_relaxed) && wd::unfinished_children(w, root) == 0) {
       // Waits for the token (pollers step aside): a communication thread polling back to back would leave a
       // try-lock no chance.
@@ -307,6 +309,7 @@ class Remote final : public RemoteBase {
   // The watchdog.
   comm::Kind dump_kind_ = 0;
   double watchdog_ = 0;
+  std::uint64_t across_run_ = 0;  ///< the epoch's RunAcrossRanks::index (fence's thread only)
   std::atomic<std::uint64_t> progress_{0};  // messages of the graph sent and received here
   std::atomic<wd::Task*> root_{nullptr};    // the fence's root task, while one runs
   std::pair<std::uint64_t, std::int64_t> last_progress_{};  // on the fence's waiting worker only

@@ -816,10 +816,12 @@ TEST(ClusterFailure, KilledRankInOffloadedTask) {
 
 namespace {
 
-// Run by tests/mpi/failure.cmake (MODE=clusterexit, clusterexitmain, clusterexit0): rank 1 calls exit(1) inside a
-// task offloaded to it while rank 0 waits for that task, or between two runs (its main thread, while rank 0
-// starts the next run and waits for its messages), or exit(0) inside the task (WEFT_TEST_EXIT_STATUS=0). The job
-// must end within seconds: weft leaves without MPI_Finalize, which would wait for rank 0 forever.
+// Run by tests/mpi/failure.cmake (MODE=clusterexit, clusterexitmain, clusterexit0, clusterleave): rank 1 calls
+// exit(1) inside a task offloaded to it while rank 0 waits for that task, or between two runs (its main thread,
+// while rank 0 starts the next run and waits for its messages), or exit(0) inside the task
+// (WEFT_TEST_EXIT_STATUS=0), or exit(0) between the runs (clusterleave). The job must end within seconds: weft
+// leaves without MPI_Finalize, which would wait for rank 0 forever; after an exit(0) between runs, rank 0's
+// second run learns from rank 1's departure notice that rank 1 has gone.
 TEST(ClusterFailure, ExitOnOneRank) {
   const char* where = std::getenv("WEFT_TEST_EXIT_WHERE");
   if (!where) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
@@ -843,6 +845,29 @@ TEST(ClusterFailure, ExitOnOneRank) {
     cx.spawn([=] { *x = 1; }, weft::out(*x), weft::node(1));
     cx.taskwait();
   });
+  std::_Exit(3);
+}
+
+// Run by tests/mpi/failure.cmake (MODE=clusterleave0): rank 0's program ends (exit(0)) after one run while rank
+// 1 calls run() a second time. Rank 1's second run would wait for rank 0's forever: rank 0's departure notice
+// (sent at exit, see MpiEnv::check_departures) makes rank 1 end the job with a line naming rank 0.
+TEST(ClusterFailure, RankZeroEndsFirst) {
+  const char* file = std::getenv("WEFT_TEST_LEAVE_FILE");
+  if (!file) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
+  weft::Runtime rt(cluster_options(1));
+  rt.run([&](weft::Context& cx) {
+    int* x = weft::dmalloc<int>(1);
+    cx.spawn([=] { *x = 1; }, weft::out(*x), weft::node(1));
+    cx.taskwait();
+  });
+  if (weft::node_id() == 0) {
+    if (FILE* f = std::fopen(file, "w")) {
+      std::fprintf(f, "%lld\n", static_cast<long long>(std::time(nullptr)));
+      std::fclose(f);
+    }
+    std::exit(0);
+  }
+  rt.run([](weft::Context&) {});  // rank 1 only: rank 0 has gone
   std::_Exit(3);
 }
 

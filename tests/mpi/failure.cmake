@@ -14,6 +14,10 @@
 #                     main thread calls exit(1) between two runs; clusterexit0: exit(0) inside the task. The job
 #                     must end within 10 s with a failure status, with weft's line.
 #   -DMODE=flowexit0  as flowkill, but rank 1 calls exit(0) inside the flow task.
+#   -DMODE=flowleave  rank 1 calls exit(0) after the first fence, rank 0 starts a second epoch that needs it;
+#                     clusterleave: rank 1 calls exit(0) between two runs of a cluster; clusterleave0: rank 0
+#                     calls exit(0) after the first run while rank 1 calls run() again. The job must end within
+#                     10 s with a failure status and the waiting rank's line naming the rank that left.
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
@@ -46,6 +50,15 @@ elseif(MODE MATCHES "^clusterexit")
     list(APPEND env "WEFT_TEST_EXIT_WHERE=main")
   endif()
   list(APPEND cmd "--gtest_filter=ClusterFailure.ExitOnOneRank")
+elseif(MODE STREQUAL "flowleave")
+  list(APPEND env "WEFT_TEST_LEAVE_FILE=${stamp}")
+  list(APPEND cmd "--gtest_filter=FlowFailure.RankEndsBeforeAFence")
+elseif(MODE STREQUAL "clusterleave")
+  list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}" "WEFT_TEST_EXIT_WHERE=main" "WEFT_TEST_EXIT_STATUS=0")
+  list(APPEND cmd "--gtest_filter=ClusterFailure.ExitOnOneRank")
+elseif(MODE STREQUAL "clusterleave0")
+  list(APPEND env "WEFT_TEST_LEAVE_FILE=${stamp}")
+  list(APPEND cmd "--gtest_filter=ClusterFailure.RankZeroEndsFirst")
 elseif(MODE STREQUAL "watchdog")
   list(APPEND env "WEFT_TEST_WATCHDOG=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.WatchdogEndsAStuckJob")
@@ -56,8 +69,9 @@ elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
 else()
-  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowexit0, clusterkill, clusterexit, "
-                      "clusterexitmain, clusterexit0, flowthrow, watchdog or clusterwatchdog")
+  message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowexit0, flowleave, clusterkill, "
+                      "clusterexit, clusterexitmain, clusterexit0, clusterleave, clusterleave0, flowthrow, watchdog "
+                      "or clusterwatchdog")
 endif()
 # The hang guard: far above the 10 s bound; the surviving rank gives up by itself after 60 s.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -74,23 +88,33 @@ endif()
 if(err MATCHES "mpirun did not end the job")
   message(FATAL_ERROR "a surviving rank was not ended by mpirun: ${shown}\n${log}")
 endif()
-if(MODE MATCHES "kill|exit")
+if(MODE MATCHES "kill|exit|leave")
+  if(MODE STREQUAL "clusterleave0")
+    set(gone 0)
+    set(waiter 1)
+  else()
+    set(gone 1)
+    set(waiter 0)
+  endif()
   if(NOT EXISTS "${stamp}")
-    message(FATAL_ERROR "rank 1 never reached the point of its death (status ${rc}): ${shown}\n${log}")
+    message(FATAL_ERROR "rank ${gone} never reached the point of its death (status ${rc}): ${shown}\n${log}")
   endif()
   file(READ "${stamp}" died)
   string(STRIP "${died}" died)
   math(EXPR elapsed "${now} - ${died}")
   if(elapsed GREATER 10)
-    message(FATAL_ERROR "the job ended ${elapsed} s after rank 1 died (bound: 10 s): ${shown}\n${log}")
+    message(FATAL_ERROR "the job ended ${elapsed} s after rank ${gone} died (bound: 10 s): ${shown}\n${log}")
   endif()
-  if(MODE MATCHES "exit0" AND NOT err MATCHES "weft: rank 1: exit\\(0\\) during a run that other ranks take part in")
+  if(MODE MATCHES "leave" AND
+     NOT err MATCHES "weft: rank ${waiter}: rank ${gone} has ended its program \\(returned from main or called exit\\(\\)\\) after 1 run\\(s\\) across ranks, but this rank is in run 2")
+    message(FATAL_ERROR "no line from rank ${waiter} naming rank ${gone}, which left: ${shown}\n${log}")
+  elseif(MODE MATCHES "exit0" AND NOT err MATCHES "weft: rank 1: exit\\(0\\) during a run that other ranks take part in")
     message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
   elseif(MODE MATCHES "exit" AND NOT MODE MATCHES "exit0" AND
          NOT err MATCHES "weft: rank 1: exiting with status 1 before MPI_Finalize")
     message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
   endif()
-  message(STATUS "job ended with status ${rc}, ${elapsed} s after rank 1 was killed or exited")
+  message(STATUS "job ended with status ${rc}, ${elapsed} s after rank ${gone} was killed or exited")
   file(REMOVE "${stamp}")
 elseif(MODE STREQUAL "watchdog")
   foreach(line "weft: rank 0: watchdog view: epoch 1" "weft: rank 1: watchdog view: epoch 1"

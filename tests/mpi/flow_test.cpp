@@ -433,6 +433,35 @@ TEST(FlowFailure, WatchdogEndsAStuckJob) {
   std::_Exit(3);
 }
 
+// Run by tests/mpi/failure.cmake (MODE=flowleave): rank 1's program ends (exit(0)) after the first fence while
+// rank 0 starts a second epoch that sends to rank 1. Rank 0's fence would wait forever: rank 1's departure
+// notice (sent at exit, see MpiEnv::check_departures) makes rank 0 end the job with a line naming rank 1.
+TEST(FlowFailure, RankEndsBeforeAFence) {
+  const char* file = std::getenv("WEFT_TEST_LEAVE_FILE");
+  if (!file) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
+  weft::Runtime rt(options(1));
+  weft::flow::Edge<int, int> e("e");
+  auto t = weft::flow::make_tt<int>(
+      [](const int& k, int v, auto& out) {
+        if (k < 10) weft::flow::send<0>(k + 1, v, out);
+      },
+      weft::flow::edges(e), weft::flow::edges(e), "hop");
+  t->set_keymap([](const int& k) { return k % 2; });
+  auto g = weft::flow::graph(rt, t);
+  if (world_rank() == 0) t->invoke(0, 0);
+  g.fence();
+  if (world_rank() == 1) {
+    if (FILE* f = std::fopen(file, "w")) {
+      std::fprintf(f, "%lld\n", static_cast<long long>(std::time(nullptr)));
+      std::fclose(f);
+    }
+    std::exit(0);
+  }
+  t->invoke(0, 0);  // rank 0 only: key 1 goes to rank 1, which has gone
+  g.fence();
+  std::_Exit(3);
+}
+
 // Rank 1 dies by SIGKILL inside a task, mid-graph, while rank 0 is in the fence: mpirun ends the job (the time
 // of death is written first: see failure.cmake). With WEFT_TEST_EXIT0 it calls exit(0) there instead: weft
 // leaves without MPI_Finalize (which would wait for rank 0, itself waiting for rank 1's part of the graph).
