@@ -159,7 +159,9 @@ struct Options {
   /// rank sees no progress (no message received or sent, no task of the graph or cluster finished) for this many
   /// seconds prints every rank's view
   /// (tasks pending, messages per epoch, outstanding operations, messages held) and ends the job. Set it above
-  /// the longest task. 0: off. Environment: WEFT_WATCHDOG=seconds (default 0, at most 10^6).
+  /// the longest task. 0: off. Environment: WEFT_WATCHDOG=seconds (default 0, at most 10^6). The variable (not
+  /// this field: MPI is set up before the Options reach it) also bounds how long an MPI_Init_thread that weft
+  /// calls waits for processes that never call it (at least 10 s): then this process ends with status 1.
   double watchdog_seconds = 0;
   /// Several processes: who makes MPI progress while a fence()/wait() runs.
   ///   off: the workers poll MPI between tasks and when idle (no thread of its own: right when every core runs

@@ -4,11 +4,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <string>
+#include <thread>
+
+#include "weft/runtime.hpp"
+#include "weft/profile.hpp"
 
 namespace weft::comm {
 namespace {
@@ -45,6 +51,64 @@ void wait_until_stderr_read() noexcept {
     nanosleep(&one_ms, nullptr);
   }
 }
+
+// Watches MPI_Init_thread, which returns only once every process of the job has called it: a process that
+// never does (it was given another setting, e.g. WEFT_CLUSTER=1 on some processes only, so it never sets up
+// MPI) would leave this one waiting without a word. After 10 s it says why it waits; with WEFT_WATCHDOG=s it
+// ends this process after s seconds (at least 10) with status 1, so that the launcher ends the job.
+class InitWatch {
+ public:
+  InitWatch() : rank_(weft::process_rank()) {
+    try {
+      limit_ = weft::Options::from_environment().watchdog_seconds;
+    } catch (...) {
+      limit_ = 0;  // a bad variable is reported by the Runtime that reads it
+    }
+    if (rank_.several()) thread_ = std::thread([this] { watch(); });
+  }
+  ~InitWatch() {
+    {
+      std::lock_guard<std::mutex> g(m_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  InitWatch(const InitWatch&) = delete;
+  InitWatch& operator=(const InitWatch&) = delete;
+
+ private:
+  void watch() {
+    constexpr double kHint = 10;
+    std::unique_lock<std::mutex> g(m_);
+    if (cv_.wait_for(g, std::chrono::duration<double>(kHint), [&] { return done_; })) return;
+    std::fprintf(stderr,
+                 "weft: rank %d: MPI_Init_thread has waited %g s for the other processes of the job: it returns "
+                 "only once every process has called it. A cluster Runtime (Options::cluster, WEFT_CLUSTER=1) or "
+                 "a flow graph across processes sets up MPI on every process: give all of them the same setting "
+                 "(mpirun -x WEFT_CLUSTER=1)%s\n",
+                 rank_.rank, kHint,
+                 limit_ > 0 ? "; WEFT_WATCHDOG ends this process if it waits longer" : "; still waiting");
+    std::fflush(stderr);
+    if (limit_ <= 0) return;
+    const double rest = std::max(0.0, limit_ - kHint);
+    if (cv_.wait_for(g, std::chrono::duration<double>(rest), [&] { return done_; })) return;
+    std::fprintf(stderr,
+                 "weft: rank %d: MPI_Init_thread has not returned after %g s (WEFT_WATCHDOG): ending this process "
+                 "with status 1\n",
+                 rank_.rank, std::max(kHint, limit_));
+    std::fflush(stderr);
+    wait_until_stderr_read();
+    std::_Exit(1);
+  }
+
+  weft::ProcessRank rank_;
+  double limit_ = 0;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -96,8 +160,12 @@ MpiEnv::MpiEnv() {
   if (fin) throw comm_error("weft: MPI has been finalised; weft's communication layer cannot start");
   if (!init) {
     int provided = MPI_THREAD_SINGLE;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
-      throw comm_error("weft: MPI_Init_thread failed");
+    int rc = MPI_SUCCESS;
+    {
+      const InitWatch watch;
+      rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    }
+    if (rc != MPI_SUCCESS) throw comm_error("weft: MPI_Init_thread failed");
     if (provided < MPI_THREAD_SERIALIZED) {
       MPI_Finalize();
       throw comm_error(std::string("weft: MPI_Init_thread granted ") + thread_level_name(provided) +

@@ -1,0 +1,22 @@
+// A cluster on some processes only (`mpiexec -n 1 P cluster : -n 1 P plain`): the plain process never sets up
+// MPI, so the cluster process's MPI_Init_thread waits for it forever. weft says why after 10 s and, with
+// WEFT_WATCHDOG (the test sets 11 s), ends that process with status 1, so that the launcher ends the job.
+#include <weft/cluster.hpp>
+#include <weft/weft.hpp>
+
+#include <cstdio>
+#include <string>
+
+int main(int argc, char** argv) {
+  const bool cluster = argc > 1 && std::string(argv[1]) == "cluster";
+  weft::Options o;
+  o.num_threads = 1;
+  o.cluster = cluster;
+  weft::Runtime rt(o);
+  long sum = 0;
+  rt.run([&](weft::Context& cx) {
+    for (int i = 1; i <= 4; ++i) cx.spawn([&sum, i] { sum += i; }, weft::inout(sum));
+  });
+  std::printf("%s process: sum %ld\n", cluster ? "cluster" : "plain", sum);
+  return 0;
+}
