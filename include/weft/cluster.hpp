@@ -66,7 +66,8 @@
 //
 // Known limits: inoutset, commutative and reduction accesses are refused (std::invalid_argument) in a job of
 // several processes; a cluster runs dependency tasks only (no taskiter, no flow graph on a cluster Runtime);
-// at most 64 processes; weft::dmalloc is called on rank 0.
+// weft::dmalloc is called on rank 0. Beyond 63 processes, which processes hold a copy of a datum is tracked
+// exactly for ranks 0-62 and one process at a time for the others: a read there may move data again.
 #pragma once
 
 #include <cstddef>

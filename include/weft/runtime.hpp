@@ -197,6 +197,11 @@ struct Options {
   /// Environment: WEFT_CLUSTER_MEMORY=bytes, with an optional K, M, G or T suffix (default 64G; 1M ..
   /// kMaxClusterMemory).
   std::size_t cluster_memory = std::size_t{64} << 30;
+  /// Cluster, a testing aid: processes below this rank have a bit each in the sets of processes that hold a
+  /// datum; the others are tracked one at a time (as in jobs of more than 63 processes, see README). Lower it to
+  /// run a job of a few processes through the paths of large jobs. Every process must use the same value.
+  /// Environment: WEFT_CLUSTER_HOLDER_BITS=1..63 (default 63).
+  unsigned cluster_holder_bits = 63;
 
   /// Options read from the WEFT_* variables above; unset variables keep their defaults.
   /// Throws config_error naming the variable for a malformed or out-of-range value.

@@ -84,6 +84,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -126,7 +127,51 @@ bool writes(AccessMode m) {
 bool is_weak_mode(AccessMode m) {
   return m == AccessMode::weak_in || m == AccessMode::weak_out || m == AccessMode::weak_inout;
 }
-Holders bit(int rank) { return Holders{1} << rank; }
+// Holder sets. Ranks below holder_bits (63) have a bit each; a set may instead hold one rank of any number
+// (kOneHolder set, the rank in the low 32 bits), for jobs of more than 63 processes. A set may name fewer ranks
+// than hold the datum, never more: the versions make that safe. A rank left out fetches a copy it may have (a
+// duplicate lands in a scratch buffer), one left out as a sender sends nothing eagerly, and a fetch goes to a
+// holder that is named. Where a union cannot be written (one of the two is a rank beyond the bits), the set
+// already there is kept, not the rank added: the protocol adds ranks that will have the datum (a transfer on its
+// way), and the ranks named already have it or know it is coming (fetch_to_here relies on the creator's view
+// naming the creator if it holds the datum). With every rank below holder_bits (jobs of at most 63 processes)
+// the sets are plain bit masks.
+// WEFT_CLUSTER_HOLDER_BITS (1..63) lowers holder_bits, so that jobs of a few processes take the paths of large
+// ones (a testing aid).
+constexpr Holders kOneHolder = Holders{1} << 63;
+int holder_bits = 63;          // process-wide, set by the Cluster constructor
+bool every_rank_has_a_bit = true;
+Holders only(int r) {
+  return r < holder_bits ? Holders{1} << r : kOneHolder | static_cast<std::uint32_t>(r);
+}
+bool holds(Holders h, int r) {
+  if (h & kOneHolder) return static_cast<int>(static_cast<std::uint32_t>(h)) == r;
+  return r < holder_bits && ((h >> r) & 1);
+}
+/// a and b, or a where that cannot be written (a: the set already there, b: the ranks added).
+Holders merged(Holders a, Holders b) {
+  if (!((a | b) & kOneHolder)) return a | b;
+  return a ? a : b;
+}
+Holders without(Holders h, int r) {
+  if (!holds(h, r)) return h;
+  return (h & kOneHolder) ? 0 : h & ~(Holders{1} << r);
+}
+/// The lowest-numbered rank named, or -1.
+int first_holder(Holders h) {
+  if (h & kOneHolder) return static_cast<int>(static_cast<std::uint32_t>(h));
+  return h ? std::countr_zero(h) : -1;
+}
+/// `at` becomes merged(at, x), atomically (mo: the order of the update).
+void add_holders(std::atomic<Holders>& at, Holders x, std::memory_order mo) {
+  if (every_rank_has_a_bit) {
+    at.fetch_or(x, mo);
+    return;
+  }
+  Holders cur = at.load(std::memory_order_relaxed);
+  while (!at.compare_exchange_weak(cur, merged(cur, x), mo, std::memory_order_relaxed)) {
+  }
+}
 
 /// A Location's value. Read holders first (acquire): a writer stores the version before them (release).
 struct Seen {
@@ -149,7 +194,7 @@ Seen final_location(const ClusterTask& c, const void* address) {
   for (std::uint32_t i = 0; i < c.n_acc; ++i)
     if (c.acc[i].address == address) {
       const Seen x = load(c.acc[i].loc);
-      v = {v.holders | x.holders, x.version};
+      v = {merged(v.holders, x.holders), x.version};
     }
   return v;
 }
@@ -499,7 +544,7 @@ class Cluster final : public Engine::Service {
   /// this rank holds them.
   bool sends_eagerly(AccessMode mode, Holders holders, int dest) const {
     return engine.options.eager_transfers && mode != AccessMode::out && mode != AccessMode::weak_out &&
-           !(holders & bit(dest)) && (holders & bit(rank));
+           !holds(holders, dest) && holds(holders, rank);
   }
   /// Tells the executor of task `seq` where weak access i's datum is (its predecessors have finished), with the
   /// bytes when sends_eagerly: the paper's satisfiability message and its eager data.
@@ -753,9 +798,8 @@ bool is_cluster_parent(const Task* p) { return p->kind == &kClusterTask || p->ki
 Cluster::Cluster(Engine& e) : engine(e) {
   rank = transport.rank();
   size = transport.size();
-  if (size > 64)
-    throw std::runtime_error("weft: a cluster runs on at most 64 processes (this job has " + std::to_string(size) +
-                             ")");
+  holder_bits = static_cast<int>(e.options.cluster_holder_bits);
+  every_rank_has_a_bit = size <= holder_bits;
   // Each kind's handler, called at once or, for a message of a run this rank has not begun, when it begins
   // (keep_if_early, dispatch_kept): one table for both.
   auto reg = [this](const char* name, Handler f, bool places = false) {
@@ -804,15 +848,21 @@ Cluster::Cluster(Engine& e) : engine(e) {
     MPI_Comm comm;
   } ctx{comm::MpiEnv::get().comm()};
   {
-    const std::uint64_t mine = e.options.cluster_memory;
-    std::uint64_t in[2] = {mine, ~mine}, out[2] = {0, 0};
-    MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MAX, ctx.comm);
+    const std::uint64_t mine = e.options.cluster_memory, bits = e.options.cluster_holder_bits;
+    std::uint64_t in[4] = {mine, ~mine, bits, ~bits}, out[4] = {0, 0, 0, 0};
+    MPI_Allreduce(in, out, 4, MPI_UINT64_T, MPI_MAX, ctx.comm);
     if (out[0] != mine || ~out[1] != mine)
       throw std::runtime_error("weft: rank " + std::to_string(rank) +
                                ": Options::cluster_memory (WEFT_CLUSTER_MEMORY) is " + std::to_string(mine) +
                                " bytes here, but the processes of the cluster differ (from " +
                                std::to_string(~out[1]) + " to " + std::to_string(out[0]) +
                                " bytes): give every process the same value");
+    if (out[2] != bits || ~out[3] != bits)
+      throw std::runtime_error("weft: rank " + std::to_string(rank) +
+                               ": Options::cluster_holder_bits (WEFT_CLUSTER_HOLDER_BITS) is " +
+                               std::to_string(bits) + " here, but the processes of the cluster differ (from " +
+                               std::to_string(~out[3]) + " to " + std::to_string(out[2]) +
+                               "): give every process the same value");
   }
   AddressSpace::get().reserve(
       e.options.cluster_memory, size, rank,
@@ -950,7 +1000,7 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
           slot = std::make_unique<ClusterTask::Cell>();
           const int owner = AddressSpace::get().local_owner(a.address);
           const int at = owner >= 0 ? owner : rank;
-          slot->loc.holders.store(bit(at), std::memory_order_relaxed);
+          slot->loc.holders.store(only(at), std::memory_order_relaxed);
           if (at == rank) {
             std::lock_guard<std::mutex> g(in_m_);
             local_version_.try_emplace(a.address, 0);  // (version 0, the program's bytes)
@@ -1081,7 +1131,7 @@ void Cluster::send_connects(const ClusterTask& c, const std::vector<SpawnLink>& 
                         l.access,
                         v.version,
                         static_cast<std::uint8_t>(a.mode),
-                        static_cast<std::uint8_t>((v.holders & bit(c.executor)) != 0)};
+                        static_cast<std::uint8_t>(holds(v.holders, c.executor))};
     send(l.executor, k_connect_, as_bytes_of(m));
   }
 }
@@ -1130,13 +1180,13 @@ int Cluster::locality_choice(const ClusterTask& c, const std::vector<SpawnLink>*
     Holders predicted = 0;
     if (links)
       for (const SpawnLink& l : *links)
-        if (l.access == i) predicted |= bit(l.executor);
+        if (l.access == i) predicted = merged(predicted, only(l.executor));
     if (a.mode != AccessMode::out && known) {
       const Holders h = predicted ? predicted
                         : is_weak_mode(a.mode) ? a.loc.holders.load(std::memory_order_acquire)
                                                : a.where->holders.load(std::memory_order_acquire);
       for (int r = 0; r < size; ++r)
-        if (h & bit(r)) {
+        if (holds(h, r)) {
           score[r] += weight, any = true;
           if (weight > a.bytes) written[r] += a.bytes;
         }
@@ -1219,7 +1269,7 @@ void Cluster::access_released(Worker& w, Task* t, std::uint32_t i, Task*& best, 
   if (writes(a.mode))
     store(*a.where, v);
   else
-    a.where->holders.fetch_or(v.holders, std::memory_order_acq_rel);
+    add_holders(a.where->holders, v.holders, std::memory_order_acq_rel);
   if (Task* r = release_node(t, a.address)) release_access(w, r, false, best, todo);
 }
 
@@ -1283,7 +1333,7 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
       if (sends_eagerly(a.mode, h, dest)) {
         const bool reads_only = a.mode == AccessMode::in || a.mode == AccessMode::weak_in;
         eager_sends.push_back({a.address, a.bytes, v.version, reads_only ? a.where : nullptr});
-        h |= bit(dest);  // it will have it: the executor waits for the data announced here
+        h = merged(h, only(dest));  // it will have it: the executor waits for the data announced here
         wa.flags |= kEager;
       }
       wa.holders = h;
@@ -1311,7 +1361,7 @@ void Cluster::send_task(Task* t, ClusterTask& c, const std::vector<SpawnLink>& l
   // bytes. (Named before the send, such a task could overtake this message and read dest's bytes before they
   // came.) Meanwhile a task for dest sees no copy there and is sent its own, an expected duplicate.
   for (const Eager& e : eager_sends)
-    if (e.reader_cell) e.reader_cell->holders.fetch_or(bit(dest), std::memory_order_acq_rel);
+    if (e.reader_cell) add_holders(e.reader_cell->holders, only(dest), std::memory_order_acq_rel);
   {
     // Out: tasks spawned from now on may be linked to it (their messages follow). The number tells it from a
     // task that reused its descriptor, had it ended meanwhile.
@@ -1341,7 +1391,7 @@ void Cluster::send_satisfy(int dest, std::uint64_t seq, std::uint32_t i, const C
   const Seen v = load(a.loc);
   const bool eager =
       sends_eagerly(a.mode, v.holders, dest) && !(a.weak_state.load(std::memory_order_acquire) & kNoEager);
-  const WireSatisfy sat{seq, i, v.version, eager ? v.holders | bit(dest) : v.holders, eager};
+  const WireSatisfy sat{seq, i, v.version, eager ? merged(v.holders, only(dest)) : v.holders, eager};
   send(dest, k_satisfy_, as_bytes_of(sat));
   if (eager) {  // after the message that announces them, as with a task message
     {
@@ -1350,7 +1400,7 @@ void Cluster::send_satisfy(int dest, std::uint64_t seq, std::uint32_t i, const C
     }
     // A reader's copy: dest holds this version from now on for the parent's later children too (no second copy
     // for a sibling sent there), as send_task names it for an `in` access.
-    if (a.mode == AccessMode::weak_in && a.where) a.where->holders.fetch_or(bit(dest), std::memory_order_acq_rel);
+    if (a.mode == AccessMode::weak_in && a.where) add_holders(a.where->holders, only(dest), std::memory_order_acq_rel);
   }
 }
 
@@ -1415,12 +1465,8 @@ void Cluster::fetch_to_here(const void* address, std::size_t bytes, Seen s, Task
   if (wait_locked(address, t, counter)) return;
   expect_locked(address, s.version);
   wait_locked(address, t, counter);
-  int from = 0;
-  if (prefer >= 0 && prefer < size && (s.holders & bit(prefer)))
-    from = prefer;
-  else
-    while (from < size && !(s.holders & bit(from))) ++from;
-  if (from >= size) comm::abort_job("weft::cluster: a datum has no holder (internal error)");
+  const int from = prefer >= 0 && prefer < size && holds(s.holders, prefer) ? prefer : first_holder(s.holders);
+  if (from < 0 || from >= size) comm::abort_job("weft::cluster: a datum has no holder (internal error)");
   incoming_[address].asked = from;
   const WireData d{reinterpret_cast<std::uint64_t>(address), bytes, s.version};
   send(from, k_fetch_, as_bytes_of(d));
@@ -1470,33 +1516,33 @@ bool Cluster::gather_data(Worker& w, Task* t, ClusterTask& c) {
         // This rank has that version (its view may not say so: another task brought it): a transfer of it
         // still on its way lands in a scratch buffer, or in place with the same bytes (a reader's view).
         if (a.mode == AccessMode::in) ++readers_[a.address];
-      } else if (!(h & bit(rank))) {
+      } else if (!holds(h, rank)) {
         here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
         fetch_to_here(a.address, a.bytes, v, t, nullptr, received ? c.creator : -1);  // a reader on arrival
-        if (!received && a.mode == AccessMode::in) a.where->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
+        if (!received && a.mode == AccessMode::in) add_holders(a.where->holders, only(rank), std::memory_order_acq_rel);
       } else if (wait_locked(a.address, t, nullptr)) {
         here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
-      } else if (h & ~bit(rank)) {
+      } else if (without(h, rank)) {
         // Named a holder, yet its bytes are not that version and no copy is on its way: the copy was announced
         // by a message still to come (a third rank passed the view on: A sends B a copy with a task and names B
         // a holder; A's view reaches C, whose task for B overtakes A's message). From another holder; the
         // announced copy, when it comes, is a duplicate.
         here = false;
         c.missing.fetch_add(1, std::memory_order_relaxed);
-        fetch_to_here(a.address, a.bytes, {h & ~bit(rank), v.version}, t, nullptr, received ? c.creator : -1);
+        fetch_to_here(a.address, a.bytes, {without(h, rank), v.version}, t, nullptr, received ? c.creator : -1);
       } else if (a.mode == AccessMode::in) {
         ++readers_[a.address];
       }
       if (writes(a.mode)) {
-        store(a.loc, {bit(rank), v.version + 1});
+        store(a.loc, {only(rank), v.version + 1});
         // The task makes the next version here. Said now when the bytes are here (nothing reads the old version
         // from now on); when they are on their way, their arrival says their version, and the task's write makes
         // that stale: a shortcut lost, nothing more (nobody asks for the old version any more).
         if (here) local_version_[a.address] = v.version + 1;
       } else {
-        store(a.loc, {h | bit(rank), v.version});
+        store(a.loc, {merged(h, only(rank)), v.version});
       }
     }
   }
@@ -1570,7 +1616,7 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
       if (writes(a.mode))
         store(*a.where, load(a.loc));
       else
-        a.where->holders.fetch_or(a.loc.holders.load(std::memory_order_acquire), std::memory_order_acq_rel);
+        add_holders(a.where->holders, a.loc.holders.load(std::memory_order_acquire), std::memory_order_acq_rel);
     }
   }
   if (c->role != ClusterTask::Role::received) {
@@ -1605,7 +1651,7 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
         if (c->acc[i].address == s.address) {
           const Seen v = load(c->acc[i].loc);
           to.version.store(v.version, std::memory_order_relaxed);
-          to.holders.fetch_or(v.holders, std::memory_order_relaxed);
+          add_holders(to.holders, v.holders, std::memory_order_relaxed);
         }
       if (failed) s.succ->cancelled.store(true, std::memory_order_relaxed);  // as a failed predecessor does
     }
@@ -1613,7 +1659,7 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
     e.failed = failed;
     for (std::uint32_t i = 0; i < c->n_acc; ++i) {
       const Seen v = load(c->acc[i].loc);
-      if (writes(c->acc[i].mode) && !(v.holders & bit(rank))) e.moved.push_back({c->acc[i].address, v});
+      if (writes(c->acc[i].mode) && !holds(v.holders, rank)) e.moved.push_back({c->acc[i].address, v});
     }
     if (e.failed || !e.moved.empty()) ended_tasks_[key] = std::move(e);
   }
@@ -1639,7 +1685,7 @@ bool Cluster::complete(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo
   // last one's version (as for the local successors above).
   for (const RemoteSuccessor& s : served) {
     Seen v = final_location(*c, s.address);
-    if (s.dest_holds && s.dest_version == v.version) v.holders |= bit(s.dest);  // no copy: it has one
+    if (s.dest_holds && s.dest_version == v.version) v.holders = merged(v.holders, only(s.dest));  // no copy: it has one
     send_link_satisfy(s.dest, c->creator, s.succ_seq, s.succ_access, s.mode, s.address, s.bytes, v, failed);
   }
   const bool counted = complete_dependency(w, t, best, todo);
@@ -1679,17 +1725,17 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
   auto bring = [&](const void* a, Location* cell, std::size_t bytes) {  // under in_m_
     const Seen v = load(*cell);
     if (valid_here_locked(a, v.version)) {  // here already (whatever the view says)
-      cell->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
-    } else if (!(v.holders & bit(rank))) {
+      add_holders(cell->holders, only(rank), std::memory_order_acq_rel);
+    } else if (!holds(v.holders, rank)) {
       pending.fetch_add(1, std::memory_order_relaxed);
       fetch_to_here(a, bytes, v, nullptr, &pending, c.role == ClusterTask::Role::received ? c.creator : -1);
-      cell->holders.fetch_or(bit(rank), std::memory_order_acq_rel);
+      add_holders(cell->holders, only(rank), std::memory_order_acq_rel);
       flushes.fetch_add(1, std::memory_order_relaxed);
     } else if (wait_locked(a, nullptr, &pending)) {
       pending.fetch_add(1, std::memory_order_relaxed);
-    } else if (v.holders & ~bit(rank)) {  // named a holder too early (see gather_data)
+    } else if (without(v.holders, rank)) {  // named a holder too early (see gather_data)
       pending.fetch_add(1, std::memory_order_relaxed);
-      fetch_to_here(a, bytes, {v.holders & ~bit(rank), v.version}, nullptr, &pending,
+      fetch_to_here(a, bytes, {without(v.holders, rank), v.version}, nullptr, &pending,
                     c.role == ClusterTask::Role::received ? c.creator : -1);
       flushes.fetch_add(1, std::memory_order_relaxed);
     }
@@ -1907,7 +1953,7 @@ void Cluster::on_task(const comm::Message& m) {
         ++w.counters.edges_created;
       } else {
         // Here: its version is what this rank's bytes are (a datum of rank 0's program, never moved: 0).
-        Seen v{bit(rank), 0};
+        Seen v{only(rank), 0};
         {
           std::lock_guard<std::mutex> gi(in_m_);  // (in_m_ is never held while received_m_ is taken)
           if (auto lv = local_version_.find(a.address); lv != local_version_.end()) v.version = lv->second;
@@ -1918,7 +1964,7 @@ void Cluster::on_task(const comm::Message& m) {
             if (x.address == a.address) v = x.where;
         }
         a.loc.version.store(v.version, std::memory_order_relaxed);
-        a.loc.holders.fetch_or(v.holders, std::memory_order_relaxed);
+        add_holders(a.loc.holders, v.holders, std::memory_order_relaxed);
       }
     }
     if (remote)
@@ -2004,7 +2050,7 @@ void Cluster::send_link_satisfy(int dest, int creator, std::uint64_t succ_seq, s
   const bool eager = !failed && sends_eagerly(mode, v.holders, dest) && valid_here_locked(address, v.version);
   const WireLinkSatisfy s{succ_seq,  reinterpret_cast<std::uint64_t>(address),
                           creator,   access,
-                          eager ? v.holders | bit(dest) : v.holders,
+                          eager ? merged(v.holders, only(dest)) : v.holders,
                           v.version, static_cast<std::uint8_t>(eager),
                           static_cast<std::uint8_t>(failed)};
   send(dest, k_link_satisfy_, as_bytes_of(s));
@@ -2019,7 +2065,7 @@ bool Cluster::apply_link_satisfy_locked(Task* t, const WireLinkSatisfy& s, bool 
   // are readers of one version: their holders add up.
   Location& to = c.acc[s.succ_access].loc;
   to.version.store(s.version, std::memory_order_relaxed);
-  to.holders.fetch_or(s.holders, std::memory_order_relaxed);
+  add_holders(to.holders, s.holders, std::memory_order_relaxed);
   if (s.failed) t->cancelled.store(true, std::memory_order_relaxed);  // as a failed predecessor does
   return count && t->pending.fetch_sub(1, std::memory_order_acq_rel) == 1;
 }
@@ -2053,7 +2099,7 @@ void Cluster::on_release(const comm::Message& m) {
   if (writes(a.mode))
     store(*a.where, {r.holders, r.version});
   else
-    a.where->holders.fetch_or(r.holders, std::memory_order_acq_rel);
+    add_holders(a.where->holders, r.holders, std::memory_order_acq_rel);
   if (Task* rn = release_node(t, a.address)) release_weak_node(rn);
 }
 

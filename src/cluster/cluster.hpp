@@ -25,8 +25,8 @@ bool cluster_run(Engine& e, void (*call)(void*, Context&), void* arg);
 /// The counters of e's cluster (zero without one).
 ClusterStats cluster_stats(const Engine& e);
 
-/// Where the latest version of a datum is: a bit per process that holds it (or is about to: a transfer in
-/// flight, see Cluster::Incoming), at most 64 processes.
+/// Where the latest version of a datum is: the processes that hold it (or are about to: a transfer in flight,
+/// see Cluster::Incoming), a bit per rank below 63, or one process of any rank ("Holder sets" in cluster.cpp).
 using Holders = std::uint64_t;
 /// Which version of a datum: the number of writes it has seen (mod 2^32). The writes of a datum are ordered
 /// (sequential semantics), each writer knowing the version it replaces, so every process numbers them alike

@@ -173,6 +173,8 @@ Options Options::from_environment() {
   if (const char* v = std::getenv("WEFT_DIRECT_SATISFY")) o.direct_satisfy = parse_flag("WEFT_DIRECT_SATISFY", v);
   if (const char* v = std::getenv("WEFT_CLUSTER_MEMORY"))
     o.cluster_memory = parse_bytes("WEFT_CLUSTER_MEMORY", v, kMinClusterMemory, kMaxClusterMemory);
+  if (const char* v = std::getenv("WEFT_CLUSTER_HOLDER_BITS"))
+    o.cluster_holder_bits = static_cast<unsigned>(parse_integer("WEFT_CLUSTER_HOLDER_BITS", v, 1, 63));
   return o;
 }
 
@@ -208,6 +210,9 @@ void Options::validate() const {
   if (cluster_memory < kMinClusterMemory || cluster_memory > kMaxClusterMemory)
     throw config_error("weft: Options::cluster_memory=" + std::to_string(cluster_memory) + " is invalid: expected " +
                        std::to_string(kMinClusterMemory) + " to " + std::to_string(kMaxClusterMemory));
+  if (cluster_holder_bits < 1 || cluster_holder_bits > 63)
+    throw config_error("weft: Options::cluster_holder_bits=" + std::to_string(cluster_holder_bits) +
+                       " is invalid: expected 1 to 63");
   if (profile.trace_buffer < 1 || profile.trace_buffer > kMaxTraceBuffer)
     throw config_error("weft: Options::profile.trace_buffer=" + std::to_string(profile.trace_buffer) +
                        " is invalid: expected 1 to " + std::to_string(kMaxTraceBuffer));

@@ -30,6 +30,7 @@ weft::Options cluster_options(unsigned threads = 2) {
   const weft::Options env = weft::Options::from_environment();
   o.comm_thread = env.comm_thread;
   o.watchdog_seconds = env.watchdog_seconds;
+  o.cluster_holder_bits = env.cluster_holder_bits;  // the holder sets of large jobs (WEFT_CLUSTER_HOLDER_BITS)
   return o;
 }
 

@@ -311,6 +311,7 @@ weft::ClusterStats run_programs(const Config& cfg, u64 seed_base, std::size_t co
   const weft::Options env = weft::Options::from_environment();
   o.comm_thread = env.comm_thread;
   o.watchdog_seconds = env.watchdog_seconds;
+  o.cluster_holder_bits = env.cluster_holder_bits;  // the holder sets of large jobs (WEFT_CLUSTER_HOLDER_BITS)
   weft::Runtime rt(o);
   const int nodes = weft::num_nodes();
   for (std::size_t k = 0; k < count; ++k) {

@@ -20,7 +20,7 @@ namespace {
 const char* const kVars[] = {"WEFT_NUM_THREADS", "WEFT_BIND", "WEFT_MAX_TASKS", "WEFT_IMMEDIATE_SUCCESSOR",
                              "WEFT_WATCHDOG", "WEFT_COMM_THREAD", "WEFT_STEAL_BATCH", "WEFT_LOCAL_COUNTS", "WEFT_BIASED_LOCK",
                              "WEFT_SCHEDULER", "WEFT_LFQ_BUFFER", "WEFT_IDLE_PAUSES", "WEFT_EAGER",
-                             "WEFT_DIRECT_SATISFY"};
+                             "WEFT_DIRECT_SATISFY", "WEFT_CLUSTER_HOLDER_BITS"};
 
 class Config : public testing::Test {
  protected:
@@ -203,6 +203,18 @@ TEST_F(Config, Scheduler) {
   expect_env_error("WEFT_SCHEDULER", "LFQ");
   expect_env_error("WEFT_LFQ_BUFFER", "0");
   expect_env_error("WEFT_LFQ_BUFFER", std::to_string(weft::kMaxLfqBuffer + 1).c_str());
+}
+
+TEST_F(Config, ClusterHolderBits) {
+  EXPECT_EQ(weft::Options::from_environment().cluster_holder_bits, 63u);
+  ::setenv("WEFT_CLUSTER_HOLDER_BITS", "1", 1);
+  EXPECT_EQ(weft::Options::from_environment().cluster_holder_bits, 1u);
+  ::unsetenv("WEFT_CLUSTER_HOLDER_BITS");
+  expect_env_error("WEFT_CLUSTER_HOLDER_BITS", "0");
+  expect_env_error("WEFT_CLUSTER_HOLDER_BITS", "64");
+  weft::Options o;
+  o.cluster_holder_bits = 64;
+  EXPECT_THROW(o.validate(), weft::config_error);
 }
 
 TEST_F(Config, BadBind) {
