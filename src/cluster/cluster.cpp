@@ -162,6 +162,12 @@ int first_holder(Holders h) {
   if (h & kOneHolder) return static_cast<int>(static_cast<std::uint32_t>(h));
   return h ? std::countr_zero(h) : -1;
 }
+/// Calls f(rank) for each rank named in h, in increasing order.
+template <class F>
+void for_each_holder(Holders h, F&& f) {
+  if (h & kOneHolder) return f(static_cast<int>(static_cast<std::uint32_t>(h)));
+  for (; h; h &= h - 1) f(std::countr_zero(h));
+}
 /// `at` becomes merged(at, x), atomically (mo: the order of the update).
 void add_holders(std::atomic<Holders>& at, Holders x, std::memory_order mo) {
   if (every_rank_has_a_bit) {
@@ -1168,7 +1174,9 @@ int Cluster::locality_choice(const ClusterTask& c, const std::vector<SpawnLink>*
   // Bytes each rank already holds of what the task reads; for data not written yet (out, or weak access not
   // satisfied), the affinity of its dmalloc distribution; for an access linked to predecessors, the ranks they
   // run on (they leave the datum's latest version there).
-  std::uint64_t score[64] = {}, written[64] = {};
+  thread_local std::vector<std::uint64_t> score, written;  // per rank (no allocation per task once sized)
+  score.assign(static_cast<std::size_t>(size), 0);
+  written.assign(static_cast<std::size_t>(size), 0);
   bool any = false;
   AddressSpace& as = AddressSpace::get();
   for (std::uint32_t i = 0; i < c.n_acc; ++i) {
@@ -1185,11 +1193,11 @@ int Cluster::locality_choice(const ClusterTask& c, const std::vector<SpawnLink>*
       const Holders h = predicted ? predicted
                         : is_weak_mode(a.mode) ? a.loc.holders.load(std::memory_order_acquire)
                                                : a.where->holders.load(std::memory_order_acquire);
-      for (int r = 0; r < size; ++r)
-        if (holds(h, r)) {
-          score[r] += weight, any = true;
-          if (weight > a.bytes) written[r] += a.bytes;
-        }
+      for_each_holder(h, [&](int r) {
+        if (r >= size) return;
+        score[r] += weight, any = true;
+        if (weight > a.bytes) written[r] += a.bytes;
+      });
     } else if (int r = as.affinity(a.address); r >= 0) {
       score[r] += weight;
       any = true;
