@@ -55,7 +55,8 @@
 //   weft, when it initialised MPI, then leaves without MPI_Finalize, which would wait, and says so in a
 //   rank-tagged line. Every rank ending its main with exit(0) after its runs is an ordinary end; a rank whose
 //   program ends (return from main, exit(0)) while another still calls run() makes that rank's run end the job
-//   with a line naming the rank that left (weft, when it initialised MPI, exchanges departure notices at exit).
+//   with a line naming the rank that left (weft, when it initialised MPI, sends notices when a rank destroys
+//   its cluster Runtime, a collective step, and at exit).
 //   Every process must call run() as many times as rank 0 does.
 //
 // Offloadable bodies (checked at compile time for the type, at run time for stack pointers): trivially copyable

@@ -63,7 +63,8 @@
 //       for it forever); so does a message that cannot be delivered, and a task that calls exit() (with status
 //       0 too: the rank leaves with status 1, without MPI_Finalize, when weft initialised MPI). A rank whose
 //       program ends (return from main, exit(0)) before a fence that the others enter makes their fence end
-//       the job with a line naming it (departure notices at exit, when weft initialised MPI).
+//       the job with a line naming it (notices when a rank destroys a graph across ranks and at exit, when
+//       weft initialised MPI).
 //       Options::watchdog_seconds (WEFT_WATCHDOG) ends a fence that sees no progress, printing every rank's view
 //       first.
 //   With one process (or weft built without MPI) a graph is exactly the single-process one, at the same cost.

@@ -910,6 +910,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
 }
 
 Cluster::~Cluster() {
+  comm::MpiEnv::get().announce_teardown();  // before the transport's collective end (see check_departures)
   trace::remove_counter_source(counters_id);
   Cluster* self = this;
   g_cluster.compare_exchange_strong(self, nullptr);
@@ -2368,10 +2369,10 @@ void Cluster::watch() {
   const auto grace = now + std::chrono::seconds(1);  // the others print while this rank keeps progressing
   while (std::chrono::steady_clock::now() < grace)
     if (transport.poll() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  char what[200];
+  char what[320];
   std::snprintf(what, sizeof what,
-                "weft::cluster: watchdog: no progress on this rank for %g s in a run (WEFT_WATCHDOG); every rank's "
-                "view is printed above",
+                "weft::cluster: watchdog: no progress on this rank for %g s in a run (WEFT_WATCHDOG); the views of "
+                "the ranks that answered within a second are printed above (a rank missing there did not)",
                 watchdog_);
   comm::abort_job(what);
 }

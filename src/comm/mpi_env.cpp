@@ -200,7 +200,26 @@ MpiEnv::MpiEnv() {
   // communicator when the program finalises MPI itself, before the library goes away.
   MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &MpiEnv::on_finalize, &finalize_key_, nullptr);
   MPI_Comm_set_attr(MPI_COMM_SELF, finalize_key_, this);
-  departed_.assign(static_cast<std::size_t>(size_), -1);
+  gone_.assign(static_cast<std::size_t>(size_), Gone{});
+}
+
+// The peers a rank exchanges notices with: rank 0 with every rank, the others with rank 0.
+namespace {
+template <class F>
+void for_each_peer(int rank, int size, F&& f) {
+  if (rank == 0)
+    for (int d = 1; d < size; ++d) f(d);
+  else
+    f(0);
+}
+}  // namespace
+
+void MpiEnv::send_notice(Notice n) {
+  notices_.push_back(n);  // (a deque: the buffers stay where they are until the sends complete)
+  for_each_peer(rank_, size_, [&](int d) {
+    notice_sends_.emplace_back();
+    MPI_Isend(&notices_.back(), 3, MPI_UINT64_T, d, kDepartTag, comm_, &notice_sends_.back());
+  });
 }
 
 void MpiEnv::receive_departures() {
@@ -209,9 +228,16 @@ void MpiEnv::receive_departures() {
     MPI_Status st;
     MPI_Iprobe(MPI_ANY_SOURCE, kDepartTag, comm_, &flag, &st);
     if (!flag) return;
-    std::uint64_t runs = 0;
-    MPI_Recv(&runs, 1, MPI_UINT64_T, st.MPI_SOURCE, kDepartTag, comm_, MPI_STATUS_IGNORE);
-    departed_[static_cast<std::size_t>(st.MPI_SOURCE)] = static_cast<std::int64_t>(runs);
+    Notice n;
+    MPI_Recv(&n, 3, MPI_UINT64_T, st.MPI_SOURCE, kDepartTag, comm_, MPI_STATUS_IGNORE);
+    Gone& g = gone_[static_cast<std::size_t>(st.MPI_SOURCE)];
+    if (n.kind == kExitNotice) {
+      g.exited = true;
+      g.exit_runs = n.runs;
+    } else {
+      g.teardown = n.teardown;
+      g.teardown_runs = n.runs;
+    }
   }
 }
 
@@ -227,27 +253,39 @@ void MpiEnv::check_departures(std::uint64_t index) noexcept {
                               std::memory_order_relaxed);
   receive_departures();
   token_.release();
+  const std::string rule =
+      ": every process must take part in the same runs across ranks (a cluster Runtime's run(), as many times "
+      "as rank 0; each fence() of a flow graph across ranks) and destroy those Runtimes and graphs, in the same "
+      "order";
   for (int r = 0; r < size_; ++r) {
-    const std::int64_t runs = departed_[static_cast<std::size_t>(r)];
-    if (runs < 0 || static_cast<std::uint64_t>(runs) >= index) continue;
-    abort_job("rank " + std::to_string(r) + " has ended its program (returned from main or called exit()) after " +
-              std::to_string(runs) + " run(s) across ranks, but this rank is in run " + std::to_string(index) +
-              ", which needs it: every rank must call a cluster Runtime's run() as many times as rank 0 does, "
-              "and take part in every fence() of a flow graph across ranks");
+    const Gone& x = gone_[static_cast<std::size_t>(r)];
+    if (x.exited && x.exit_runs < index)
+      abort_job("rank " + std::to_string(r) + " has ended its program (returned from main or called exit()) after " +
+                std::to_string(x.exit_runs) + " run(s) across ranks (cluster runs and flow-graph fences), but this "
+                "rank is in its run " + std::to_string(index) + ", which needs it" + rule);
+    // A teardown this rank has not reached: the other rank waits in it for this one (a collective).
+    if (x.teardown > teardowns_ && x.teardown_runs < index)
+      abort_job("rank " + std::to_string(r) + " is destroying a cluster Runtime or a flow graph across ranks (a "
+                "collective step) after " + std::to_string(x.teardown_runs) +
+                " run(s) across ranks (cluster runs and flow-graph fences), but this rank is in its run " +
+                std::to_string(index) + ", which needs it" + rule);
   }
+}
+
+void MpiEnv::announce_teardown() noexcept {
+  if (size_ == 1 || !owns_mpi_ || !mpi_live()) return;  // (as the exit notices: when weft finalises MPI)
+  TokenScope hold(token_);
+  std::lock_guard<std::mutex> g(depart_m_);
+  ++teardowns_;
+  send_notice({kTeardownNotice, teardowns_, runs_begun_.load(std::memory_order_relaxed)});
 }
 
 void MpiEnv::depart() {
   TokenScope hold(token_);
   std::lock_guard<std::mutex> g(depart_m_);
-  const std::uint64_t runs = runs_begun_.load(std::memory_order_relaxed);
-  std::vector<MPI_Request> sends;
-  for (int d = rank_ == 0 ? 1 : 0; d < (rank_ == 0 ? size_ : 1); ++d) {
-    sends.emplace_back();
-    MPI_Isend(&runs, 1, MPI_UINT64_T, d, kDepartTag, comm_, &sends.back());
-  }
+  send_notice({kExitNotice, teardowns_, runs_begun_.load(std::memory_order_relaxed)});
   // Every rank sends its notices before it enters the barrier: once the barrier completes, the notices still
-  // to receive have all been sent.
+  // to receive have all been sent, each peer's exit notice after its other ones (MPI keeps their order).
   MPI_Request barrier;
   MPI_Ibarrier(comm_, &barrier);
   for (int done = 0;;) {
@@ -256,12 +294,14 @@ void MpiEnv::depart() {
     const timespec one_ms{0, 1000000};
     nanosleep(&one_ms, nullptr);
   }
-  for (int s = rank_ == 0 ? 1 : 0; s < (rank_ == 0 ? size_ : 1); ++s) {
-    if (departed_[static_cast<std::size_t>(s)] >= 0) continue;
-    std::uint64_t theirs = 0;
-    MPI_Recv(&theirs, 1, MPI_UINT64_T, s, kDepartTag, comm_, MPI_STATUS_IGNORE);
-  }
-  MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+  for_each_peer(rank_, size_, [&](int s) {
+    while (!gone_[static_cast<std::size_t>(s)].exited) {
+      Notice n;
+      MPI_Recv(&n, 3, MPI_UINT64_T, s, kDepartTag, comm_, MPI_STATUS_IGNORE);
+      if (n.kind == kExitNotice) gone_[static_cast<std::size_t>(s)].exited = true;
+    }
+  });
+  MPI_Waitall(static_cast<int>(notice_sends_.size()), notice_sends_.data(), MPI_STATUSES_IGNORE);
 }
 
 int MpiEnv::on_finalize(MPI_Comm, int, void* value, void*) {

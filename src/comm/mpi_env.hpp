@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -96,11 +97,17 @@ class MpiEnv {
   /// A rank that ends its program normally (returns from main, or calls exit(0), outside a run) while others
   /// still run with it would leave them waiting forever: weft finalises MPI at exit when it initialised it,
   /// and there each rank first sends a departure notice (rank 0 to every rank, the others to rank 0) saying
-  /// how many runs across ranks it took part in, then waits until every rank has sent its own. A rank whose
-  /// run `index` (RunAcrossRanks::index) waits for a rank that left after fewer runs calls this while it
-  /// waits: it then ends the job with a line naming that rank (abort_job), since the run can never end.
+  /// how many runs across ranks it took part in, then waits until every rank has sent its own. Before that, a
+  /// rank returning from main destroys its Runtimes and graphs, collectively: it announces each such teardown
+  /// the same way (announce_teardown). A rank whose run `index` (RunAcrossRanks::index) waits for a rank that
+  /// left, or that is in a teardown this rank has not reached, after fewer runs calls this while it waits: it
+  /// then ends the job with a line naming that rank (abort_job), since the run can never end.
   /// Cheap: it looks for notices at most every 10 ms, and only when it gets the progress token at once.
   void check_departures(std::uint64_t index) noexcept;
+  /// A cluster Runtime or a flow graph across ranks is being destroyed (a collective step: the other ranks must
+  /// do it too, in the same order relative to their runs): tells the peers, so that a rank still in a run that
+  /// needs this one ends the job (check_departures) instead of both waiting. Call it before the collective part.
+  void announce_teardown() noexcept;
 
   MpiEnv(const MpiEnv&) = delete;
   MpiEnv& operator=(const MpiEnv&) = delete;
@@ -129,15 +136,31 @@ class MpiEnv {
   int finalize_key_ = MPI_KEYVAL_INVALID;
   ProgressToken token_;
 
-  // Departures (check_departures). departed_[r]: the runs across ranks rank r took part in, from its notice;
-  // -1 until one came. Guarded by depart_m_ (and MPI calls by the token).
-  /// Receives the departure notices that have arrived (token and depart_m_ held).
+  // Departures (check_departures): notices of a rank's program ending (kExitNotice, at exit) and of its
+  // destroying a cluster Runtime or a flow graph across ranks (kTeardownNotice, announce_teardown), each with
+  // the count of runs across ranks it has begun. Rank 0 sends its notices to every rank, the others to rank 0.
+  static constexpr std::uint64_t kExitNotice = 0, kTeardownNotice = 1;
+  struct Notice {
+    std::uint64_t kind, teardown, runs;  // teardown: its number (1, 2, ...); for an exit, how many there were
+  };
+  /// What this rank knows of another's notices (under depart_m_).
+  struct Gone {
+    bool exited = false;
+    std::uint64_t exit_runs = 0;
+    std::uint64_t teardown = 0, teardown_runs = 0;  // the last teardown announced
+  };
+  /// Sends n to the peers (token and depart_m_ held); the sends complete in depart().
+  void send_notice(Notice n);
+  /// Receives the notices that have arrived (token and depart_m_ held).
   void receive_departures();
-  /// At exit (weft finalises MPI): sends this rank's notices and waits until every rank has left its own.
+  /// At exit (weft finalises MPI): sends this rank's exit notice and waits until every rank has sent its own.
   void depart();
   static constexpr int kDepartTag = 1;
   std::mutex depart_m_;
-  std::vector<std::int64_t> departed_;
+  std::vector<Gone> gone_;
+  std::uint64_t teardowns_ = 0;  ///< this process's teardowns so far (under depart_m_)
+  std::deque<Notice> notices_;
+  std::vector<MPI_Request> notice_sends_;
   std::atomic<std::int64_t> next_departure_check_{0};  ///< steady clock, ns
 };
 

@@ -101,6 +101,10 @@ class Remote final : public RemoteBase {
     source_ = {&poll_source, &source_demand, this};
   }
 
+  // Before the members' collective end (the transport's): a rank still in a fence that needs this one ends the
+  // job instead of both waiting (MpiEnv::check_departures).
+  ~Remote() override { comm::MpiEnv::get().announce_teardown(); }
+
   void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
             std::function<void()> done) override {
     if (done)
@@ -199,10 +203,10 @@ class Remote final : public RemoteBase {
     const auto grace = now + std::chrono::seconds(1);  // the others print while this rank keeps progressing
     while (std::chrono::steady_clock::now() < grace)
       if (transport_.poll() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    char what[160];
+    char what[320];
     std::snprintf(what, sizeof what,
-                  "weft::flow: watchdog: no progress on this rank for %g s in fence() (WEFT_WATCHDOG); every "
-                  "rank's view is printed above",
+                  "weft::flow: watchdog: no progress on this rank for %g s in fence() (WEFT_WATCHDOG); the views "
+                  "of the ranks that answered within a second are printed above (a rank missing there did not)",
                   watchdog_);
     comm::abort_job(what);
   }

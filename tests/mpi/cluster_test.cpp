@@ -820,7 +820,8 @@ namespace {
 // Run by tests/mpi/failure.cmake (MODE=clusterexit, clusterexitmain, clusterexit0, clusterleave): rank 1 calls
 // exit(1) inside a task offloaded to it while rank 0 waits for that task, or between two runs (its main thread,
 // while rank 0 starts the next run and waits for its messages), or exit(0) inside the task
-// (WEFT_TEST_EXIT_STATUS=0), or exit(0) between the runs (clusterleave). The job must end within seconds: weft
+// (WEFT_TEST_EXIT_STATUS=0), or exit(0) between the runs (clusterleave), or returns from the test between them
+// (clusterreturn: the Runtime is destroyed, as when main returns). The job must end within seconds: weft
 // leaves without MPI_Finalize, which would wait for rank 0 forever; after an exit(0) between runs, rank 0's
 // second run learns from rank 1's departure notice that rank 1 has gone.
 TEST(ClusterFailure, ExitOnOneRank) {
@@ -841,7 +842,16 @@ TEST(ClusterFailure, ExitOnOneRank) {
     if (std::string(where) == "task") cx.spawn([=] { stamp_and_exit(); }, weft::out(*x), weft::node(1));
     cx.taskwait();
   });
-  if (weft::node_id() == 1) stamp_and_exit();
+  if (weft::node_id() == 1) {
+    if (std::getenv("WEFT_TEST_RETURN")) {  // (clusterreturn) as returning from main: the Runtime is destroyed
+      if (FILE* f = std::fopen(std::getenv("WEFT_TEST_KILL_FILE"), "w")) {
+        std::fprintf(f, "%lld\n", static_cast<long long>(std::time(nullptr)));
+        std::fclose(f);
+      }
+      return;
+    }
+    stamp_and_exit();
+  }
   rt.run([&](weft::Context& cx) {
     cx.spawn([=] { *x = 1; }, weft::out(*x), weft::node(1));
     cx.taskwait();
@@ -849,9 +859,10 @@ TEST(ClusterFailure, ExitOnOneRank) {
   std::_Exit(3);
 }
 
-// Run by tests/mpi/failure.cmake (MODE=clusterleave0): rank 0's program ends (exit(0)) after one run while rank
-// 1 calls run() a second time. Rank 1's second run would wait for rank 0's forever: rank 0's departure notice
-// (sent at exit, see MpiEnv::check_departures) makes rank 1 end the job with a line naming rank 0.
+// Run by tests/mpi/failure.cmake (MODE=clusterleave0, clusterreturn0): rank 0's program ends (exit(0), or a
+// return that destroys the Runtime first, as returning from main does) after one run while rank 1 calls run() a
+// second time. Rank 1's second run would wait for rank 0's forever: rank 0's notice (of the Runtime's
+// destruction, or of its exit; see MpiEnv::check_departures) makes rank 1 end the job with a line naming rank 0.
 TEST(ClusterFailure, RankZeroEndsFirst) {
   const char* file = std::getenv("WEFT_TEST_LEAVE_FILE");
   if (!file) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
@@ -866,6 +877,7 @@ TEST(ClusterFailure, RankZeroEndsFirst) {
       std::fprintf(f, "%lld\n", static_cast<long long>(std::time(nullptr)));
       std::fclose(f);
     }
+    if (std::getenv("WEFT_TEST_RETURN")) return;  // as returning from main: the Runtime is destroyed first
     std::exit(0);
   }
   rt.run([](weft::Context&) {});  // rank 1 only: rank 0 has gone

@@ -18,6 +18,8 @@
 #                     clusterleave: rank 1 calls exit(0) between two runs of a cluster; clusterleave0: rank 0
 #                     calls exit(0) after the first run while rank 1 calls run() again. The job must end within
 #                     10 s with a failure status and the waiting rank's line naming the rank that left.
+#                     flowreturn, clusterreturn, clusterreturn0: the same, the rank returning instead (its
+#                     graph and Runtime are destroyed, collectively, as when main returns).
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
@@ -50,13 +52,13 @@ elseif(MODE MATCHES "^clusterexit")
     list(APPEND env "WEFT_TEST_EXIT_WHERE=main")
   endif()
   list(APPEND cmd "--gtest_filter=ClusterFailure.ExitOnOneRank")
-elseif(MODE STREQUAL "flowleave")
+elseif(MODE MATCHES "^flow(leave|return)$")
   list(APPEND env "WEFT_TEST_LEAVE_FILE=${stamp}")
   list(APPEND cmd "--gtest_filter=FlowFailure.RankEndsBeforeAFence")
-elseif(MODE STREQUAL "clusterleave")
+elseif(MODE MATCHES "^cluster(leave|return)$")
   list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}" "WEFT_TEST_EXIT_WHERE=main" "WEFT_TEST_EXIT_STATUS=0")
   list(APPEND cmd "--gtest_filter=ClusterFailure.ExitOnOneRank")
-elseif(MODE STREQUAL "clusterleave0")
+elseif(MODE MATCHES "^cluster(leave|return)0$")
   list(APPEND env "WEFT_TEST_LEAVE_FILE=${stamp}")
   list(APPEND cmd "--gtest_filter=ClusterFailure.RankZeroEndsFirst")
 elseif(MODE STREQUAL "watchdog")
@@ -69,9 +71,15 @@ elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
 else()
+  set(unknown_mode 1)
+endif()
+if(MODE MATCHES "return")
+  list(APPEND env "WEFT_TEST_RETURN=1")
+endif()
+if(unknown_mode)
   message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowexit0, flowleave, clusterkill, "
-                      "clusterexit, clusterexitmain, clusterexit0, clusterleave, clusterleave0, flowthrow, watchdog "
-                      "or clusterwatchdog")
+                      "clusterexit, clusterexitmain, clusterexit0, clusterleave, clusterleave0, flowthrow, watchdog, "
+                      "clusterwatchdog, or flowreturn, clusterreturn, clusterreturn0")
 endif()
 # The hang guard: far above the 10 s bound; the surviving rank gives up by itself after 60 s.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -88,8 +96,8 @@ endif()
 if(err MATCHES "mpirun did not end the job")
   message(FATAL_ERROR "a surviving rank was not ended by mpirun: ${shown}\n${log}")
 endif()
-if(MODE MATCHES "kill|exit|leave")
-  if(MODE STREQUAL "clusterleave0")
+if(MODE MATCHES "kill|exit|leave|return")
+  if(MODE MATCHES "^cluster(leave|return)0$")
     set(gone 0)
     set(waiter 1)
   else()
@@ -105,8 +113,8 @@ if(MODE MATCHES "kill|exit|leave")
   if(elapsed GREATER 10)
     message(FATAL_ERROR "the job ended ${elapsed} s after rank ${gone} died (bound: 10 s): ${shown}\n${log}")
   endif()
-  if(MODE MATCHES "leave" AND
-     NOT err MATCHES "weft: rank ${waiter}: rank ${gone} has ended its program \\(returned from main or called exit\\(\\)\\) after 1 run\\(s\\) across ranks, but this rank is in run 2")
+  if(MODE MATCHES "leave|return" AND
+     NOT err MATCHES "weft: rank ${waiter}: rank ${gone} (has ended its program \\(returned from main or called exit\\(\\)\\)|is destroying a cluster Runtime or a flow graph across ranks \\(a collective step\\)) after 1 run\\(s\\) across ranks \\(cluster runs and flow-graph fences\\), but this rank is in its run 2")
     message(FATAL_ERROR "no line from rank ${waiter} naming rank ${gone}, which left: ${shown}\n${log}")
   elseif(MODE MATCHES "exit0" AND NOT err MATCHES "weft: rank 1: exit\\(0\\) during a run that other ranks take part in")
     message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
