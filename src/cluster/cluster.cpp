@@ -2293,8 +2293,10 @@ std::size_t Cluster::poll_source(void* self) noexcept {
     const std::size_t n = c->transport.poll();
     if (n)
       c->progress_.fetch_add(n, std::memory_order_relaxed);
-    else  // nothing came: has a rank this run needs ended its program? (at most every 10 ms)
-      comm::MpiEnv::get().check_departures(c->across_run_.load(std::memory_order_relaxed));
+    else {  // nothing came: has a rank this run needs ended its program?
+      thread_local std::uint32_t calls = 0;  // (any worker polls)
+      comm::MpiEnv::check_departures_sometimes(calls, c->across_run_.load(std::memory_order_relaxed));
+    }
     if (c->watchdog_ > 0) [[unlikely]]
       c->watch();
     return n;

@@ -170,7 +170,7 @@ class Remote final : public RemoteBase {
     if (td_.terminated(e)) return true;
     if (watchdog_ > 0) [[unlikely]]
       check_progress(w, root);
-    comm::MpiEnv::get().check_departures(across_run_);  // a rank that ended its program (at most every 10 ms)
+    comm::MpiEnv::check_departures_sometimes(departure_calls_, across_run_);  // a rank that ended its program
     if (active_.load(std::memory_order_relaxed) && wd::unfinished_children(w, root) == 0) {
       // Waits for the token (pollers step aside): a communication thread polling back to back would leave a
       // try-lock no chance.
@@ -314,6 +314,7 @@ class Remote final : public RemoteBase {
   comm::Kind dump_kind_ = 0;
   double watchdog_ = 0;
   std::uint64_t across_run_ = 0;  ///< the epoch's RunAcrossRanks::index (fence's thread only)
+  std::uint32_t departure_calls_ = 0;  ///< (fence's thread only; see check_departures_sometimes)
   std::atomic<std::uint64_t> progress_{0};  // messages of the graph sent and received here
   std::atomic<wd::Task*> root_{nullptr};    // the fence's root task, while one runs
   std::pair<std::uint64_t, std::int64_t> last_progress_{};  // on the fence's waiting worker only
