@@ -857,18 +857,16 @@ Cluster::Cluster(Engine& e) : engine(e) {
     const std::uint64_t mine = e.options.cluster_memory, bits = e.options.cluster_holder_bits;
     std::uint64_t in[4] = {mine, ~mine, bits, ~bits}, out[4] = {0, 0, 0, 0};
     MPI_Allreduce(in, out, 4, MPI_UINT64_T, MPI_MAX, ctx.comm);
-    if (out[0] != mine || ~out[1] != mine)
-      throw std::runtime_error("weft: rank " + std::to_string(rank) +
-                               ": Options::cluster_memory (WEFT_CLUSTER_MEMORY) is " + std::to_string(mine) +
-                               " bytes here, but the processes of the cluster differ (from " +
-                               std::to_string(~out[1]) + " to " + std::to_string(out[0]) +
-                               " bytes): give every process the same value");
-    if (out[2] != bits || ~out[3] != bits)
-      throw std::runtime_error("weft: rank " + std::to_string(rank) +
-                               ": Options::cluster_holder_bits (WEFT_CLUSTER_HOLDER_BITS) is " +
-                               std::to_string(bits) + " here, but the processes of the cluster differ (from " +
-                               std::to_string(~out[3]) + " to " + std::to_string(out[2]) +
-                               "): give every process the same value");
+    // Each value and its complement reduced by max: the largest and the smallest value over the ranks.
+    auto same_everywhere = [&](const char* what, std::uint64_t v, const std::uint64_t* max_pair, const char* unit) {
+      if (max_pair[0] != v || ~max_pair[1] != v)
+        throw std::runtime_error("weft: rank " + std::to_string(rank) + ": " + what + " is " + std::to_string(v) +
+                                 unit + " here, but the processes of the cluster differ (from " +
+                                 std::to_string(~max_pair[1]) + " to " + std::to_string(max_pair[0]) + unit +
+                                 "): give every process the same value");
+    };
+    same_everywhere("Options::cluster_memory (WEFT_CLUSTER_MEMORY)", mine, out, " bytes");
+    same_everywhere("Options::cluster_holder_bits (WEFT_CLUSTER_HOLDER_BITS)", bits, out + 2, "");
   }
   AddressSpace::get().reserve(
       e.options.cluster_memory, size, rank,

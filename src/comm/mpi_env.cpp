@@ -253,22 +253,19 @@ void MpiEnv::check_departures(std::uint64_t index) noexcept {
                               std::memory_order_relaxed);
   receive_departures();
   token_.release();
-  const std::string rule =
-      ": every process must take part in the same runs across ranks (a cluster Runtime's run(), as many times "
-      "as rank 0; each fence() of a flow graph across ranks) and destroy those Runtimes and graphs, in the same "
-      "order";
+  auto fail = [&](int r, const char* doing, std::uint64_t runs) {
+    abort_job("rank " + std::to_string(r) + " " + doing + " after " + std::to_string(runs) +
+              " run(s) across ranks (cluster runs and flow-graph fences), but this rank is in its run " +
+              std::to_string(index) + ", which needs it: every process must take part in the same runs across "
+              "ranks (a cluster Runtime's run(), as many times as rank 0; each fence() of a flow graph across "
+              "ranks) and destroy those Runtimes and graphs, in the same order");
+  };
   for (int r = 0; r < size_; ++r) {
     const Gone& x = gone_[static_cast<std::size_t>(r)];
-    if (x.exited && x.exit_runs < index)
-      abort_job("rank " + std::to_string(r) + " has ended its program (returned from main or called exit()) after " +
-                std::to_string(x.exit_runs) + " run(s) across ranks (cluster runs and flow-graph fences), but this "
-                "rank is in its run " + std::to_string(index) + ", which needs it" + rule);
+    if (x.exited && x.exit_runs < index) fail(r, "has ended its program (returned from main or called exit())", x.exit_runs);
     // A teardown this rank has not reached: the other rank waits in it for this one (a collective).
     if (x.teardown > teardowns_ && x.teardown_runs < index)
-      abort_job("rank " + std::to_string(r) + " is destroying a cluster Runtime or a flow graph across ranks (a "
-                "collective step) after " + std::to_string(x.teardown_runs) +
-                " run(s) across ranks (cluster runs and flow-graph fences), but this rank is in its run " +
-                std::to_string(index) + ", which needs it" + rule);
+      fail(r, "is destroying a cluster Runtime or a flow graph across ranks (a collective step)", x.teardown_runs);
   }
 }
 
