@@ -116,7 +116,7 @@ T* dmalloc(std::size_t count, const Distribution& distribution = Distribution::b
 }
 /// Frees dmalloc memory (rank 0; no task may still access it). The other processes release their pages too. In
 /// a job of several processes, dmalloc hands the addresses out again only from the next run on (Runtime::run),
-/// once every process has dropped the block.
+/// once every process has dropped the block (or, after the last run, once the Runtime is destroyed).
 void dfree(void* p);
 /// Memory of this process inside the common address space (any rank, any thread): a pointer to it means the
 /// same on every process, so tasks offloaded elsewhere may access it through their declared accesses. This
@@ -128,7 +128,8 @@ T* lmalloc(std::size_t count) {
 }
 /// Frees lmalloc memory of this process (no task may still access it); its pages go back at once. In a job of
 /// several processes its addresses come back to lmalloc only once every process has dropped what it knew of the
-/// block (copies, locations): rank 0 publishes the free at the start of its next run.
+/// block (copies, locations): rank 0 publishes the free at the start of its next run, or when the Runtime is
+/// destroyed (the address space outlives it: a later cluster Runtime allocates the block again).
 void lfree(void* p);
 
 /// An exception thrown by a task on another process, rethrown where the task was spawned. what() is

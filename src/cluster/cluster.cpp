@@ -470,10 +470,14 @@ class Cluster final : public Engine::Service {
   /// meet an old copy, or rank 0's cell of the old one): rank 0 does it as for dfree, at the start of its next
   /// run (forget, then a region removal to every rank, before the run's begin message); the owner allocates the
   /// addresses again when it handles that removal. Another rank tells rank 0 with an lfree message (at once in
-  /// a run; else at the start of its next run).
+  /// a run; else at the start of its next run). What is left at the Runtime's destruction goes then
+  /// (settle_address_space).
   void local_freed(std::uintptr_t start, std::size_t bytes);
   void on_lfree(const comm::Message& m);
-  /// Rank 0, at the start of a run: the blocks freed since (see local_freed).
+  /// Another rank: sends rank 0 the blocks it freed between runs (see local_freed), at a run's start or at the
+  /// Runtime's destruction.
+  void tell_lfrees();
+  /// Rank 0, at the start of a run (and at the Runtime's destruction): the blocks freed since (see local_freed).
   void publish_lfrees();
   void send_regions();
   void send_regions_locked();
@@ -609,6 +613,12 @@ class Cluster final : public Engine::Service {
   std::span<std::byte> place_data(const comm::Message& m);
   void on_end(const comm::Message& m);
   void on_begin(const comm::Message& m);
+  // Release: after the handlers of its sender's earlier messages (each pair's order), whose effects the thread
+  // waiting for it (settle_address_space) then sees.
+  void on_leave(const comm::Message&) { leaves_.fetch_add(1, std::memory_order_release); }
+  /// The last changes to the common address space, applied on every rank at the Runtime's destruction (a
+  /// collective step; see the definition).
+  void settle_address_space();
   /// Whether m belongs to a run this rank has not begun (see running_ and begun_): kept until it has.
   bool early(const comm::Message& m) const {
     return m.epoch() != run_.load(std::memory_order_relaxed) || !running_.load(std::memory_order_relaxed) ||
@@ -626,7 +636,7 @@ class Cluster final : public Engine::Service {
 
   comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0,
              k_dump_ = 0, k_begin_ = 0, k_release_ = 0, k_no_eager_ = 0, k_connect_ = 0, k_link_satisfy_ = 0,
-             k_lfree_ = 0;
+             k_lfree_ = 0, k_leave_ = 0;
   // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
   // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
   double watchdog_ = 0;
@@ -731,6 +741,10 @@ class Cluster final : public Engine::Service {
   // lmalloc blocks freed (start, bytes): rank 0, to publish at its next run's start; another rank, to tell rank 0
   // at its next run's start (freed between runs). Under regions_m_.
   std::vector<std::pair<std::uintptr_t, std::size_t>> lfreed_;
+  // The Runtime's destruction (settle_address_space): the leave messages received, and whether this rank has
+  // begun it (address-space messages are then handled whatever their run).
+  std::atomic<int> leaves_{0};
+  std::atomic<bool> closing_{false};
   std::atomic<std::uint32_t> round_robin_{0};
   std::atomic<std::uint32_t> received_seq_{0};
 };
@@ -831,6 +845,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
   k_begin_ = reg("weft.cluster.begin", &Cluster::on_begin);
   k_region_ = reg("weft.cluster.region", &Cluster::on_region);
   k_lfree_ = reg("weft.cluster.lfree", &Cluster::on_lfree);
+  k_leave_ = reg("weft.cluster.leave", &Cluster::on_leave);
   // The watchdog's request for this rank's view (any run: the asking rank is about to end the job).
   k_dump_ = transport.register_kind("weft.cluster.watchdog", {.deliver = [this](const comm::Message& m) {
                                       std::fprintf(stderr, "%s (asked by rank %d)\n", view().c_str(), m.source());
@@ -908,7 +923,8 @@ Cluster::Cluster(Engine& e) : engine(e) {
 }
 
 Cluster::~Cluster() {
-  comm::MpiEnv::get().announce_teardown();  // before the transport's collective end (see check_departures)
+  comm::MpiEnv::get().announce_teardown();  // before the collective steps (see check_departures)
+  if (comm::MpiEnv::mpi_live()) settle_address_space();
   trace::remove_counter_source(counters_id);
   Cluster* self = this;
   g_cluster.compare_exchange_strong(self, nullptr);
@@ -1781,6 +1797,10 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
 bool Cluster::keep_if_early(const comm::Message& m) {
   // Every message of a run reaches its rank before the run ends there (see Runs): one of a run this rank has
   // left is a protocol error, not something to keep (it would never be dispatched).
+  // The messages of a Runtime's destruction (settle_address_space), whatever run this rank is in: a leave
+  // message may come while this rank ends its last run.
+  if (m.kind() == k_leave_) return false;
+  if (closing_.load(std::memory_order_acquire) && (m.kind() == k_region_ || m.kind() == k_lfree_)) return false;
   const std::uint32_t run = run_.load(std::memory_order_relaxed);
   const auto age = static_cast<std::int32_t>(run - m.epoch());
   const bool ended_here = age > 0 || (age == 0 && run != 0 && !running_.load(std::memory_order_relaxed));
@@ -2248,6 +2268,45 @@ void Cluster::local_freed(std::uintptr_t start, std::size_t bytes) {
   }
 }
 
+// Changes to the common address space travel at the start of a run, so the last ones would wait for a run that
+// never comes: the lmalloc blocks another rank freed between runs (told at its last run's start, which may
+// reach rank 0 after rank 0 ended that run) or after its last run, and rank 0's dmalloc, dfree and lfree since
+// its last run's start. Without this step their addresses would never be allocated again (the address space
+// outlives the Runtime) and the other ranks would keep their pages. Every rank sends rank 0 what it freed, then
+// a leave message; rank 0, once it has every leave message (each pair's messages keep their order), publishes
+// the changes as at a run's start and answers with its own leave message, after which every rank has applied
+// them.
+void Cluster::settle_address_space() {
+  // Release / acquire: the handlers run in transport.poll, on this thread or on a communication thread.
+  closing_.store(true, std::memory_order_release);
+  auto wait_for_leaves = [&](int n) {
+    while (leaves_.load(std::memory_order_acquire) < n)
+      if (transport.poll() == 0) std::this_thread::yield();
+  };
+  if (rank != 0) {
+    tell_lfrees();
+    send(0, k_leave_, {});
+    wait_for_leaves(1);
+  } else {
+    wait_for_leaves(size - 1);
+    publish_lfrees();
+    AddressSpace::get().reuse_freed();
+    send_regions();
+    for (int d = 1; d < size; ++d) send(d, k_leave_, {});
+  }
+  while (transport.outstanding() != 0)
+    if (transport.poll() == 0) std::this_thread::yield();
+}
+
+void Cluster::tell_lfrees() {
+  std::lock_guard<std::mutex> g(regions_m_);
+  for (const auto& [start, bytes] : lfreed_) {
+    const WireRegion r{start, bytes, 0, {}, 0, 1};
+    send(0, k_lfree_, as_bytes_of(r));
+  }
+  lfreed_.clear();
+}
+
 void Cluster::on_lfree(const comm::Message& m) {
   const WireRegion r = read_header<WireRegion>(m);
   if (AddressSpace::get().local_owner(reinterpret_cast<const void*>(r.start)) != m.source())
@@ -2417,14 +2476,7 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
           self.running_.store(true, std::memory_order_release);
           self.dispatch_kept();
         }
-        if (self.rank != 0) {  // blocks lfree'd here between runs: rank 0 publishes them (see local_freed)
-          std::lock_guard<std::mutex> g(self.regions_m_);
-          for (const auto& [start, bytes] : self.lfreed_) {
-            const WireRegion r{start, bytes, 0, {}, 0, 1};
-            self.send(0, self.k_lfree_, as_bytes_of(r));
-          }
-          self.lfreed_.clear();
-        }
+        if (self.rank != 0) self.tell_lfrees();
         if (self.rank == 0) {
           // The changes to the common address space first, then the begin message: another rank handles no
           // message of the run from a third rank before both (the transport keeps each pair's order). Memory

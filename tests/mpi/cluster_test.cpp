@@ -4,6 +4,7 @@
 #include <weft/cluster.hpp>
 #include <weft/weft.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -45,6 +46,44 @@ TEST(Cluster, NodesAndAddressSpace) {
     EXPECT_THROW(weft::dmalloc(64), std::logic_error);
   }
   rt.run([](weft::Context&) {});
+}
+
+// The address space outlives a Runtime: lmalloc memory freed after the last run, or between runs (told to rank
+// 0 at the next run's start, which may reach it after it ended that run), and dmalloc memory freed after the last
+// run are allocated again by a later Runtime.
+// First-fit: the lowest free block of this rank's range comes back, unless a block was lost.
+TEST(Cluster, FreedMemoryComesBackInTheNextRuntime) {
+  char* between = nullptr;
+  char* after_last = nullptr;
+  void* dmalloced = nullptr;
+  {
+    weft::Runtime rt(cluster_options());
+    rt.run([](weft::Context&) {});
+    between = static_cast<char*>(weft::lmalloc(16384));
+    weft::lfree(between);  // between runs: published at the next run's start (from rank 0's next one, elsewhere)
+    rt.run([](weft::Context&) {});
+    after_last = static_cast<char*>(weft::lmalloc(4096));
+    weft::lfree(after_last);  // after the last run
+    if (weft::node_id() == 0) {
+      dmalloced = weft::dmalloc(1 << 16);
+      weft::dfree(dmalloced);  // likewise
+    }
+  }
+  {
+    weft::Runtime rt(cluster_options());
+    // Fits at the lower block only if both blocks (and what lies between them) are free again.
+    char* lo = std::min(between, after_last);
+    char* end = std::max(between + 16384, after_last + 4096);
+    void* again = weft::lmalloc(static_cast<std::size_t>(end - lo));
+    EXPECT_EQ(again, static_cast<void*>(lo)) << "rank " << weft::node_id();
+    weft::lfree(again);
+    if (weft::node_id() == 0) {
+      void* d = weft::dmalloc(1 << 16);
+      EXPECT_EQ(d, dmalloced);
+      weft::dfree(d);
+    }
+    rt.run([](weft::Context&) {});
+  }
 }
 
 // Blocks initialised where the policy (here: explicit nodes) puts them, then read on rank 0: the data comes back.
