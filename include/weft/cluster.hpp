@@ -48,6 +48,10 @@
 //   taskwait_noflush() (that data stays where it is, for the next run's tasks). Unlike taskwait(), the end of a
 //   run does not catch up across a taskwait_noflush(): what was accessed before the body's last wait, and not
 //   brought by a taskwait() since, stays where it is. Each run starts afresh.
+// * Lifetime: the common address space, and what the cluster knows of the data in it, last as long as the
+//   process. A later cluster Runtime (the same job, Options::cluster_memory and cluster_holder_bits: its
+//   constructor throws on every process otherwise) finds the data where the earlier one left it. Destroying a
+//   cluster Runtime is collective: it publishes the blocks freed since its last run's start (dfree, lfree).
 // * Errors: an exception escaping an offloaded task is rethrown on its spawning rank as weft::remote_error
 //   ("rank R: <what>"), with the usual semantics (its dependents are cancelled, the parent's next wait rethrows
 //   it). A rank that dies ends the job (the MPI launcher's own behaviour), as does one that calls exit() with a
@@ -81,7 +85,8 @@
 
 namespace weft {
 
-/// Processes of the cluster Runtime that exists now (1 without one, or in a job of one process).
+/// Processes of the cluster Runtime that exists now (1 without one, or in a job of one process; the job's shape
+/// whether or not a cluster Runtime exists: weft::flow::num_processes() / process_id(), weft/flow.hpp).
 int num_nodes();
 /// This process's rank in it (0 without one).
 int node_id();
@@ -118,7 +123,8 @@ T* dmalloc(std::size_t count, const Distribution& distribution = Distribution::b
 /// a job of several processes, dmalloc hands the addresses out again only from the next run on (Runtime::run),
 /// once every process has dropped the block (or, after the last run, once the Runtime is destroyed).
 void dfree(void* p);
-/// Memory of this process inside the common address space (any rank, any thread): a pointer to it means the
+/// Memory of this process inside the common address space (any rank, any thread; 64-byte aligned; std::bad_alloc
+/// when this process's part of the reservation is exhausted): a pointer to it means the
 /// same on every process, so tasks offloaded elsewhere may access it through their declared accesses. This
 /// process may fill it directly before tasks access it (a task elsewhere that names it first fetches it from here).
 void* lmalloc(std::size_t bytes);
@@ -126,7 +132,7 @@ template <class T>
 T* lmalloc(std::size_t count) {
   return static_cast<T*>(lmalloc(count * sizeof(T)));
 }
-/// Frees lmalloc memory of this process (no task may still access it); its pages go back at once. In a job of
+/// Frees lmalloc memory of this process (no task may still access it); the whole pages inside it go back at once. In a job of
 /// several processes its addresses come back to lmalloc only once every process has dropped what it knew of the
 /// block (copies, locations): rank 0 publishes the free at the start of its next run, or when the Runtime is
 /// destroyed (the address space outlives it: a later cluster Runtime allocates the block again).

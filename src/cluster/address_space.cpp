@@ -130,12 +130,17 @@ AddressSpace& AddressSpace::get() {
 
 void AddressSpace::reserve(std::size_t bytes, int nodes, int rank, Agree agree, void* ctx) {
   std::lock_guard<std::mutex> g(m_);
-  bytes = round_up(bytes, kPage * static_cast<std::size_t>(2 * nodes));
+  const std::size_t asked = bytes;
+  bytes = round_up(bytes, kPage * static_cast<std::size_t>(2 * nodes));  // whole pages per half and process
   if (base_) {
     if (size_ == bytes && nodes_ == nodes && rank_ == rank) return;
     throw std::runtime_error("weft: a cluster's common address space is already reserved for " +
-                             std::to_string(nodes_) + " processes and " + std::to_string(size_) +
-                             " bytes; a second cluster Runtime must use the same job and Options::cluster_memory");
+                             std::to_string(nodes_) + " process(es) and " + std::to_string(size_) +
+                             " bytes (it lasts as long as the process), but this Runtime asks for " +
+                             std::to_string(nodes) + " process(es) and Options::cluster_memory " +
+                             std::to_string(asked) + " (" + std::to_string(bytes) +
+                             " bytes once rounded up to whole pages): every cluster Runtime of a process must use "
+                             "the same job and Options::cluster_memory (WEFT_CLUSTER_MEMORY)");
   }
   std::uintptr_t base = 0;
   if (nodes == 1) {
@@ -188,9 +193,24 @@ void AddressSpace::reserve(std::size_t bytes, int nodes, int rank, Agree agree, 
   local_.reset(base + bytes / 2 + static_cast<std::size_t>(rank) * local_size_, local_size_);
 }
 
+namespace {
+/// A std::bad_alloc (as documented) that says which reservation ran out and what sizes it.
+class SpaceExhausted : public std::bad_alloc {
+ public:
+  SpaceExhausted(const char* call, std::size_t bytes, std::size_t range)
+      : what_(std::string("weft::") + call + ": no free block of " + std::to_string(bytes) + " bytes in its " +
+              std::to_string(range) + "-byte part of the common address space (sized by Options::cluster_memory, "
+              "WEFT_CLUSTER_MEMORY: half for dmalloc, half shared by the processes' lmalloc)") {}
+  const char* what() const noexcept override { return what_.what(); }
+
+ private:
+  std::runtime_error what_;  // (its copy does not throw, as an exception's must not)
+};
+}  // namespace
+
 void* AddressSpace::dmalloc(std::size_t bytes) {
   void* p = distributed_.allocate(bytes, kPage);
-  if (!p) throw std::bad_alloc();
+  if (!p) throw SpaceExhausted("dmalloc", bytes, size_ / 2);
   return p;
 }
 
@@ -202,7 +222,7 @@ std::size_t AddressSpace::dfree(void* p, bool defer) {
 
 void* AddressSpace::lmalloc(std::size_t bytes) {
   void* p = local_.allocate(bytes, kGranule);
-  if (!p) throw std::bad_alloc();
+  if (!p) throw SpaceExhausted("lmalloc", bytes, local_size_);
   return p;
 }
 

@@ -261,12 +261,15 @@ thread_local const OffloadSpec* tls_offload_spec = nullptr;
 namespace {
 std::mutex g_local_m;
 
-/// The reservation for a process that has no cluster of several processes: made on first use.
-AddressSpace& local_space() {
+/// The reservation for a process that has no cluster of several processes: made by a cluster Runtime of one
+/// process (of its Options::cluster_memory), else on first use (of WEFT_CLUSTER_MEMORY, or the default).
+AddressSpace& local_space(const std::size_t* runtime_bytes = nullptr) {
   AddressSpace& s = AddressSpace::get();
-  if (!s.reserved()) {
+  if (!s.reserved() || runtime_bytes) {
     std::lock_guard<std::mutex> g(g_local_m);
-    if (!s.reserved()) {
+    if (runtime_bytes) {
+      s.reserve(*runtime_bytes, 1, 0, nullptr, nullptr);  // (throws if a reservation of another size exists)
+    } else if (!s.reserved()) {
       std::size_t bytes = Options{}.cluster_memory;
       if (std::getenv("WEFT_CLUSTER_MEMORY"))  // parsed (and a bad value refused) as a Runtime would
         bytes = Options::from_environment().cluster_memory;
@@ -753,6 +756,22 @@ namespace {
 
 std::atomic<Cluster*> g_cluster{nullptr};
 
+/// What a cluster knows of the data outlives its Runtime, as the common address space does: rank 0's view of
+/// where each datum's latest version is (and which data a flushing taskwait brings back), and every rank's
+/// versions of its own bytes. A later cluster Runtime of the process starts from it; without it, a datum that a
+/// run left on another rank (taskwait_noflush) would be taken for rank 0's stale bytes. Kept in the form of the
+/// holder sets of `holder_bits` (0: no cluster Runtime yet).
+struct KeptDirectory {
+  std::unordered_map<const void*, std::unique_ptr<ClusterTask::Cell>> cells;
+  std::vector<ClusterTask::Touched> touched;  // (pointers into `cells`' entries, which a move keeps)
+  std::unordered_map<const void*, Version> local_version;
+  int holder_bits = 0;
+};
+KeptDirectory& kept_directory() {
+  static KeptDirectory d;
+  return d;
+}
+
 Cluster& the_cluster() { return *g_cluster.load(std::memory_order_acquire); }
 
 void cluster_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
@@ -883,6 +902,16 @@ Cluster::Cluster(Engine& e) : engine(e) {
     same_everywhere("Options::cluster_memory (WEFT_CLUSTER_MEMORY)", mine, out, " bytes");
     same_everywhere("Options::cluster_holder_bits (WEFT_CLUSTER_HOLDER_BITS)", bits, out + 2, "");
   }
+  // The data directory of the process's earlier cluster Runtime, if any (the same on every process: they all
+  // made the same Runtimes, so they all refuse or all accept).
+  KeptDirectory& kept = kept_directory();
+  if (kept.holder_bits != 0 && kept.holder_bits != holder_bits)
+    throw std::runtime_error("weft: rank " + std::to_string(rank) + ": Options::cluster_holder_bits " +
+                             "(WEFT_CLUSTER_HOLDER_BITS) is " + std::to_string(holder_bits) +
+                             " here, but an earlier cluster Runtime of this process used " +
+                             std::to_string(kept.holder_bits) +
+                             ", and what it knew of the data is kept in that form: give every cluster Runtime of "
+                             "the process the same value");
   AddressSpace::get().reserve(
       e.options.cluster_memory, size, rank,
       [](void* c, std::uintptr_t mine, bool ok) -> std::uintptr_t {
@@ -920,11 +949,21 @@ Cluster::Cluster(Engine& e) : engine(e) {
     out.push_back(weft::Counter{"data_wait_s", true, 0, s.data_wait_seconds});
     out.push_back(weft::Counter{"flush_wait_s", true, 0, s.flush_wait_seconds});
   });
+  // Last, once nothing can throw: a refused Runtime leaves the directory to the next one.
+  root_state.cells = std::move(kept.cells);
+  root_state.touched = std::move(kept.touched);
+  local_version_ = std::move(kept.local_version);
+  kept = KeptDirectory{};
 }
 
 Cluster::~Cluster() {
   comm::MpiEnv::get().announce_teardown();  // before the collective steps (see check_departures)
   if (comm::MpiEnv::mpi_live()) settle_address_space();
+  KeptDirectory& kept = kept_directory();  // for the next cluster Runtime of the process (see KeptDirectory)
+  kept.cells = std::move(root_state.cells);
+  kept.touched = std::move(root_state.touched);
+  kept.local_version = std::move(local_version_);
+  kept.holder_bits = holder_bits;
   trace::remove_counter_source(counters_id);
   Cluster* self = this;
   g_cluster.compare_exchange_strong(self, nullptr);
@@ -2559,8 +2598,11 @@ bool several_processes() { return process_rank().several(); }
 }  // namespace
 
 void start_cluster(Engine& e) {
+  if (!several_processes()) {
+    local_space(&e.options.cluster_memory);  // as on several processes: the Runtime's Options size it
+    return;
+  }
 #ifdef WEFT_HAVE_MPI
-  if (!several_processes()) return;
   Cluster* existing = g_cluster.load(std::memory_order_acquire);
   if (existing)
     throw std::logic_error("weft: a cluster Runtime already exists in this process; a process runs one at a time");

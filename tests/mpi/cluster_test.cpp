@@ -86,6 +86,58 @@ TEST(Cluster, FreedMemoryComesBackInTheNextRuntime) {
   }
 }
 
+// What a cluster knows of the data outlives the Runtime: data a run left on other ranks (taskwait_noflush) is
+// found there by the next Runtime's tasks, and its final flush brings it back to rank 0.
+TEST(Cluster, DataLeftElsewhereOutlivesTheRuntime) {
+  static constexpr int kLen = 1000;
+  int nodes = 1;
+  std::int64_t* x = nullptr;  // rank 0's pointer (dmalloc)
+  {
+    weft::Runtime rt(cluster_options());
+    nodes = weft::num_nodes();  // (1 while no cluster Runtime exists)
+    rt.run([&](weft::Context& cx) {
+      x = weft::dmalloc<std::int64_t>(std::size_t(nodes) * kLen);
+      for (int r = 0; r < nodes; ++r) {
+        std::int64_t* b = x + r * kLen;
+        cx.spawn([=] { for (int i = 0; i < kLen; ++i) b[i] = r * 1000 + i; }, weft::out(b, kLen), weft::node(r));
+      }
+      cx.taskwait_noflush();  // each block stays where it was written
+    });
+  }
+  weft::Runtime rt(cluster_options());
+  std::int64_t sums[2] = {0, 0};
+  rt.run([&](weft::Context& cx) {
+    for (int r = 0; r < nodes; ++r) {
+      std::int64_t* b = x + r * kLen;
+      // Updated on the next rank (the block moves from where the first Runtime left it), then read on rank 0.
+      cx.spawn([=] { for (int i = 0; i < kLen; ++i) b[i] += 1; }, weft::inout(b, kLen), weft::node((r + 1) % nodes));
+      cx.spawn([&sums, b] { for (int i = 0; i < kLen; ++i) sums[0] += b[i]; }, weft::in(b, kLen));  // (here)
+    }
+    cx.taskwait();
+    for (int i = 0; i < nodes * kLen; ++i) sums[1] += x[i];  // flushed here
+  });
+  if (weft::node_id() == 0) {
+    std::int64_t expect = 0;
+    for (int r = 0; r < nodes; ++r)
+      for (int i = 0; i < kLen; ++i) expect += r * 1000 + i + 1;
+    EXPECT_EQ(sums[0], expect);
+    EXPECT_EQ(sums[1], expect);
+    weft::dfree(x);
+  }
+}
+
+// The Runtime's Options size the common address space, on one process as on several; running out says so.
+TEST(Cluster, OptionsSizeTheAddressSpace) {
+  weft::Runtime rt(cluster_options());  // 512 MiB: 256 MiB for dmalloc
+  if (weft::node_id() != 0) return;
+  try {
+    weft::dmalloc(std::size_t{300} << 20);
+    FAIL() << "a 300 MiB dmalloc fit in a 512 MiB reservation";
+  } catch (const std::bad_alloc& x) {
+    EXPECT_NE(std::string(x.what()).find("WEFT_CLUSTER_MEMORY"), std::string::npos) << x.what();
+  }
+}
+
 // Blocks initialised where the policy (here: explicit nodes) puts them, then read on rank 0: the data comes back.
 TEST(Cluster, OffloadedWritesComeBack) {
   weft::Runtime rt(cluster_options());
