@@ -97,8 +97,9 @@ struct Distribution {
   enum class Kind : unsigned char { blocked, cyclic, custom };
   Kind kind = Kind::blocked;
   std::size_t block = 0;  ///< cyclic: bytes per block
-  /// custom: the rank whose affinity the byte at `offset` (from the allocation's start) has; must return a value
-  /// in [0, nodes) and be the same function on every process (it is identified like a task body).
+  /// custom: the rank whose affinity the byte at `offset` (from the allocation's start) has, `bytes` being the
+  /// allocation's size and `nodes` the number of processes; must return a value in [0, nodes) and be the same
+  /// function on every process (it is identified like a task body).
   int (*rank_of)(std::size_t offset, std::size_t bytes, int nodes) = nullptr;
 
   /// Contiguous blocks of about bytes / nodes, in rank order (the default).
@@ -112,7 +113,8 @@ struct Distribution {
 
 /// Memory at the same virtual address on every process of the cluster (page-aligned), for data that tasks on
 /// several ranks access. Called by rank 0 (inside or outside run()); its contents are defined only through tasks'
-/// accesses (initialise it with tasks). Throws std::bad_alloc when the reservation (Options::cluster_memory) is
+/// accesses (initialise it with tasks: data rank 0's program writes directly is held by rank 0, and the locality
+/// policy then runs the tasks on it there, whatever the distribution). Throws std::bad_alloc when the reservation (Options::cluster_memory) is
 /// exhausted, std::logic_error on another rank, or in a job of several processes without a cluster Runtime.
 void* dmalloc(std::size_t bytes, const Distribution& distribution = Distribution::blocked());
 template <class T>
