@@ -34,8 +34,9 @@
 //   memory before any task accesses it, and read between runs what a run flushed to it; otherwise only tasks
 //   change the common address space (copies on other ranks stay valid across runs).
 // * Full specification: a task must declare every datum it touches (and name a datum always with the same
-//   start address and size: regions are identified by their start, as on one process). A child may only touch
-//   what its parent declared (strongly or weakly).
+//   start address and size: regions are identified by their start, as on one process; an access naming a datum
+//   with another size than an earlier access of the parent's children, or the parent's own, is refused with
+//   std::invalid_argument). A child may only touch what its parent declared (strongly or weakly).
 // * Nesting: an offloaded task's children are created on its rank; with weak accesses the parent is offloaded
 //   at once, before its data is ready, and spawns its children there while the data is still being produced.
 //   A weak access of a task is released on its own, once the body has returned and the children on that datum

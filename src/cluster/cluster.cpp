@@ -1037,6 +1037,25 @@ void Cluster::divert_spawn(Worker& w, Task* p, Task* t, const Access* acc, std::
     }
     // Each access points at its parent's cell for the datum: the parent's own access, else a cell of its own.
     ClusterTask& pc = *p->cluster;
+    // A datum moves between processes as a whole, as its accesses name it: always the same size (see
+    // weft/cluster.hpp). Checked before anything changes (a refused spawn leaves no trace).
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t before = 0;
+      for (std::uint32_t k = 0; k < pc.n_acc && !before; ++k)
+        if (pc.acc[k].address == acc[i].address) before = pc.acc[k].bytes;
+      if (!before)
+        if (auto it = pc.cells.find(acc[i].address); it != pc.cells.end()) before = it->second->bytes;
+      if (before && acc[i].bytes && before != acc[i].bytes) {
+        char at[32];
+        std::snprintf(at, sizeof at, "%p", acc[i].address);
+        throw std::invalid_argument("weft: rank " + std::to_string(rank) + ": a task's " + to_string(acc[i].mode) +
+                                    " access names the datum at " + at + " with " + std::to_string(acc[i].bytes) +
+                                    " bytes, but an access made before (its parent's, or an earlier task's) named "
+                                    "it with " + std::to_string(before) + ": in a job of several processes a datum "
+                                    "is named always with the same start address and size (its bytes move between "
+                                    "processes as a whole)");
+      }
+    }
     c->n_acc = static_cast<std::uint32_t>(n);
     c->acc = std::make_unique<ClusterAccess[]>(n);
     for (std::size_t i = 0; i < n; ++i) {

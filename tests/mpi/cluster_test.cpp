@@ -138,6 +138,29 @@ TEST(Cluster, OptionsSizeTheAddressSpace) {
   }
 }
 
+// A datum moves between processes as a whole: naming it later with another size is refused with a clear error
+// (it would bring back bytes that no task wrote), and the run goes on.
+TEST(Cluster, DatumNamedWithAnotherSizeIsRefused) {
+  weft::Runtime rt(cluster_options());
+  if (weft::num_nodes() == 1) GTEST_SKIP() << "one process: nothing moves, sizes are not checked";
+  const int last = weft::num_nodes() - 1;
+  rt.run([&](weft::Context& cx) {
+    double* x = weft::dmalloc<double>(4);
+    cx.spawn([x] { for (int i = 0; i < 4; ++i) x[i] = i; }, weft::out(x, 4), weft::node(last));
+    try {
+      cx.spawn([x] { x[0] = 10; }, weft::inout(x, 1), weft::node(last));
+      ADD_FAILURE() << "an access of 1 element to a datum named with 4 was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("with 8 bytes, but an access made before"), std::string::npos) << e.what();
+    }
+    cx.spawn([x] { x[0] += 10; }, weft::inout(x, 4), weft::node(last));
+    cx.taskwait();
+    EXPECT_EQ(x[0], 10);
+    EXPECT_EQ(x[3], 3);
+    weft::dfree(x);
+  });
+}
+
 // Blocks initialised where the policy (here: explicit nodes) puts them, then read on rank 0: the data comes back.
 TEST(Cluster, OffloadedWritesComeBack) {
   weft::Runtime rt(cluster_options());
@@ -569,7 +592,8 @@ TEST(Cluster, WeakAccessIsReleasedBeforeItsTaskEnds) {
     rt.run([&](weft::Context& cx) {
       double* x = weft::dmalloc<double>(3);
       double *y = x + 1, *z = x + 2;
-      cx.spawn([=] { *x = 0, *y = 0, *z = 0; }, weft::out(x, 3), weft::node(parent_node));
+      cx.spawn([=] { *x = 0, *y = 0, *z = 0; }, weft::out(x, 1), weft::out(y, 1), weft::out(z, 1),
+               weft::node(parent_node));  // three data: each always named with its own start and size
       cx.taskwait_noflush();
       weft::Access weak[] = {weft::weak_inout(x, 1), weft::weak_inout(y, 1)};
       cx.spawn_accesses([=](weft::Context& c) {
@@ -841,14 +865,14 @@ TEST(Cluster, TaskwaitAfterNoflushBringsWhatItLeft) {
     cx.spawn([=] { x[0] = -1, y[0] = -1, z[0] = -1; }, weft::out(x, 4), weft::out(y, 4), weft::out(z, 4),
              weft::node(0));
     cx.taskwait();
-    cx.spawn([x] { x[0] = 43; }, weft::out(x, 1), weft::node(last));
+    cx.spawn([x] { x[0] = 43; }, weft::inout(x, 4), weft::node(last));  // (a datum: always all 4 elements)
     cx.taskwait_noflush();
-    cx.spawn([y] { y[0] = 44; }, weft::out(y, 1), weft::node(last));
+    cx.spawn([y] { y[0] = 44; }, weft::inout(y, 4), weft::node(last));
     cx.taskwait();  // brings x (before the noflush) and y
     seen_x = x[0], seen_y = y[0];
-    cx.spawn([z] { z[0] = 1; }, weft::out(z, 1), weft::node(last));
+    cx.spawn([z] { z[0] = 1; }, weft::inout(z, 4), weft::node(last));
     cx.taskwait_noflush();
-    cx.spawn([z] { z[0] += 1; }, weft::inout(z, 1), weft::node(last));  // listed again after the noflush
+    cx.spawn([z] { z[0] += 1; }, weft::inout(z, 4), weft::node(last));  // listed again after the noflush
   });
   if (weft::node_id() == 0) {
     EXPECT_EQ(seen_x, 43) << "a taskwait after a taskwait_noflush did not bring what the noflush left";
