@@ -393,10 +393,14 @@ TEST(ClusterDifferential, Policies) {
   std::uint64_t releases = 0, direct = 0;
   // The short run: configurations 0-4, 6 and 9 (5, 7 and 8 differ from those only in ways their deep runs
   // cover).
-  auto in_short_run = [](long k) { return k <= 4 || k == 6 || k == 9; };
+  // Configuration 9 constructs two Runtimes per program, a collective step of some milliseconds per process on
+  // an oversubscribed machine (seconds on 66 processes): a third of the programs, on at most 8 processes.
+  const int world = weft_mpi_test::world_size();
+  auto in_short_run = [world](long k) { return k <= 4 || k == 6 || (k == 9 && world <= 8); };
+  auto count = [&](long k) { return programs((k_only < 0 ? 60 : 600) / (k == 9 ? 3 : 1)); };
   for (long k = 0; k < static_cast<long>(std::size(configs)); ++k, base += 100000)
     if (k_only < 0 ? in_short_run(k) : k == k_only) {
-      const weft::ClusterStats st = run_programs(configs[k], base, programs(k_only < 0 ? 60 : 600), nullptr);
+      const weft::ClusterStats st = run_programs(configs[k], base, count(k), nullptr);
       releases += st.release_messages;
       direct += st.link_satisfy_messages;
       if (!configs[k].direct) {
