@@ -161,16 +161,26 @@ struct Domain {
     return r;
   }
 
-  /// find() without the one-entry cache: for tasks with several accesses, which name a different datum each (the
-  /// cache would miss, and updating it costs two stores per access).
-  Record* probe(const void* a) {
-    const std::size_t mask = ~std::uint64_t{0} >> shift;  // slots.size() - 1, from what hash() needs anyway
-    for (std::size_t i = hash(a) >> shift;; i = (i + 1) & mask) {
-      const std::uint32_t s = slots[i];
-      if (s == 0) return nullptr;
-      if (records[s - 1].address == a) return &records[s - 1];
+  /// The lookup table as plain values, for a caller that looks several addresses up in a row (its fields stay in
+  /// registers). Valid until the records or the slots move: a reserve() or a sweep (create() after reserve()
+  /// moves neither).
+  struct Table {
+    Record* records;
+    const std::uint32_t* slots;
+    unsigned shift;
+    /// find() without the one-entry cache: for tasks with several accesses, which name a different datum each
+    /// (the cache would miss, and updating it costs two stores per access).
+    Record* probe(const void* a) const {
+      const std::size_t mask = ~std::uint64_t{0} >> shift;  // slots.size() - 1, from what hash() needs anyway
+      for (std::size_t i = hash(a) >> shift;; i = (i + 1) & mask) {
+        const std::uint32_t s = slots[i];
+        if (s == 0) return nullptr;
+        if (records[s - 1].address == a) return &records[s - 1];
+      }
     }
-  }
+  };
+  Table table() { return Table{records.data(), slots.data(), shift}; }
+  Record* probe(const void* a) { return table().probe(a); }
 
   /// Phase 1: afterwards, creating up to k records allocates nothing and moves no record. May sweep, which
   /// invalidates Record pointers: call it before looking records up.
@@ -857,59 +867,90 @@ constexpr std::size_t kPlainMax = 8;
 
 [[gnu::always_inline]] inline bool register_plain(Worker& w, Domain& d, Task* parent, Task* t, const Access* acc,
                                                   std::size_t n, bool& ready) {
-  WEFT_ASSERT(n >= 1);  // finish_spawn registers only tasks with accesses: the loops test at their end
+  WEFT_ASSERT(n >= 1 && n <= kPlainMax);  // finish_spawn registers only tasks with accesses: the loops test at their end
   Record* rs[kPlainMax];
+  // What phase 2 does for access i, decided by phase 1: bit i of `reads` for an `in` access, of `after_readers` for
+  // a write that follows readers (neither: a write after at most the writer, the usual case).
+  unsigned reads = 0, after_readers = 0;
   TaskBuffer& cands = w.scratch;
   bool reserved = false;
 again:
   const std::uint64_t stamp = ++d.stamp;
   cands.clear();
   cands.reserve(n);  // one candidate per access; room for more is made where a write meets readers
+  // The table and the candidates in locals: stores through Task pointers would otherwise reload them every
+  // access (they may alias any pointer). Creating a record after reserve moves neither records nor slots.
+  Task** cp = cands.data();
+  std::size_t nc = 0;
+  const Domain::Table table = d.table();
   // --- phase 1: records, list room, candidates (may throw) ---
-  std::size_t i = 0;
-  do {
-    const AccessMode mode = acc[i].mode;
+  Record** rp = rs;
+  for (const Access* a = acc; a != acc + n; ++a, ++rp) {
+    const AccessMode mode = a->mode;
     if (mode > AccessMode::inout) return false;
-    Record* r = d.probe(acc[i].address);
+    Record* r = table.probe(a->address);
     if (!r) [[unlikely]] {  // a new datum
       if (!reserved) {  // reserve may sweep or move the records: look them all up again
         d.reserve(w, parent, n);
         reserved = true;
+        reads = after_readers = 0;
         goto again;
       }
-      r = &new_record(d, parent, acc[i].address);
+      r = &new_record(d, parent, a->address);
     }
     // A group, or a datum named twice: the general path.
     if (r->group != kNoGroup || r->stamp == stamp) [[unlikely]] return false;
     r->stamp = stamp;
-    rs[i] = r;
-    if (mode == AccessMode::in) {
+    *rp = r;
+    Task* const writer = r->writer;
+    if (mode == AccessMode::in) [[unlikely]] {
+      reads |= 1u << (rp - rs);
       make_room(parent, r->readers);
-      if (r->writer) cands.push_reserved(r->writer);
-    } else if (!r->readers.empty()) {
-      cands.reserve(cands.size() + r->readers.size() + (n - i - 1));
-      for (Task* rd : r->readers) cands.push_reserved(rd);
-    } else if (r->writer) {
-      cands.push_reserved(r->writer);
+      if (writer) cp[nc++] = writer;
+    } else if (!r->readers.empty()) [[unlikely]] {
+      after_readers |= 1u << (rp - rs);
+      cands.set_size(nc);
+      cands.reserve(nc + r->readers.size() + static_cast<std::size_t>(acc + n - a - 1));
+      cp = cands.data();
+      for (Task* rd : r->readers) cp[nc++] = rd;
+    } else if (writer) {
+      cp[nc++] = writer;
     }
-  } while (++i < n);
-  reserve_spare_edges(w, cands.size());
+  }
+  cands.set_size(nc);
+  reserve_spare_edges(w, nc);
   // --- phase 2: the record updates (no allocation). A released task is only retired, not recycled: the
   // candidates stay valid for link(). ---
-  i = 0;
-  do {
-    Record& r = *rs[i];
-    if (acc[i].mode == AccessMode::in) {
-      r.readers.push_back(t);  // room made by phase 1
-    } else {
-      for (Task* rd : r.readers) release(parent, rd);
-      r.readers.clear();
-      if (r.writer) release(parent, r.writer);
+  std::size_t i = 0;
+  if ((reads | after_readers) == 0 && !parent->weak) [[likely]] {
+    // Writes after at most a writer, which is a task: without a weak access the parent's records name no weak
+    // node (new_record), so the reference is dropped without release()'s test.
+    do {
+      Record& r = *rs[i];
+      if (Task* const writer = r.writer) {
+        WEFT_ASSERT(!is_weak_node(writer) && writer->record_refs > 0);
+        if (--writer->record_refs == 0) retire(parent, writer);
+      }
       r.writer = t;
-    }
-  } while (++i < n);
+    } while (++i < n);
+  } else {
+    do {
+      Record& r = *rs[i];
+      const unsigned bit = 1u << i;
+      if (reads & bit) {
+        r.readers.push_back(t);  // room made by phase 1
+      } else {
+        if (after_readers & bit) {
+          for (Task* rd : r.readers) release(parent, rd);
+          r.readers.clear();
+        }
+        if (r.writer) release(parent, r.writer);
+        r.writer = t;
+      }
+    } while (++i < n);
+  }
   t->record_refs += static_cast<std::int32_t>(n);  // one per record (add_ref: t is a task, not a weak node)
-  ready = link(w, t, cands.data(), cands.size());
+  ready = link(w, t, cp, nc);
   return true;
 }
 

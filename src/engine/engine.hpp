@@ -89,6 +89,11 @@ class TaskBuffer {
     }
   }
   void push_reserved(Task* t) { data_[n_++] = t; }
+  /// The count of a caller that wrote entries through data() itself (within the room reserved).
+  void set_size(std::size_t n) {
+    WEFT_ASSERT(n <= cap_);
+    n_ = n;
+  }
   Task** data() { return data_; }
   std::size_t size() const { return n_; }
 
