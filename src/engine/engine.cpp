@@ -124,7 +124,7 @@ void free_edges(Worker& w, EdgeNode* e) {
 void Worker::refill() {
   free_list = remote_free.exchange(nullptr, std::memory_order_acquire);
   if (free_list) return;
-  chunks.reserve(chunks.size() + 1);  // first: the push below cannot throw and lose the chunk
+  reserve_one_more(chunks);  // first: the push below cannot throw and lose the chunk
   void* mem = ::operator new(sizeof(Task) * kChunkTasks, std::align_val_t{alignof(Task)});
   chunks.push_back(mem);
   Task* block = static_cast<Task*>(mem);

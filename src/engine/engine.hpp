@@ -3,6 +3,7 @@
 // of task, defined by the front ends: src/deps, src/iter, and the detached tasks of src/flow below).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -70,6 +71,13 @@ struct TaskKind {
   void (*weak_ready)(Worker& w, Task* t, Task* node);
 };
 
+/// Room for one more element in v, growing it geometrically: afterwards a push_back does not throw. (A bare
+/// reserve(size() + 1) reallocates, and copies every element, on each call: quadratic in the final size.)
+template <class Vector>
+void reserve_one_more(Vector& v) {
+  if (v.size() == v.capacity()) v.reserve(v.size() < 8 ? 8 : 2 * v.size());
+}
+
 /// A growable array that keeps its storage across uses (no allocation on the hot path). The capacity is kept
 /// beside the count, so that a push compares two fields (no vector size arithmetic) on the spawn path.
 class TaskBuffer {
@@ -83,7 +91,7 @@ class TaskBuffer {
   /// Room for n entries in all (may allocate): afterwards push_reserved up to n entries allocates nothing.
   void reserve(std::size_t n) {
     if (n > cap_) [[unlikely]] {
-      store_.resize(n);
+      store_.resize(std::max(n, 2 * cap_));  // geometric: callers ask for a little more at a time
       data_ = store_.data();
       cap_ = store_.size();
     }

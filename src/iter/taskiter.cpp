@@ -160,7 +160,7 @@ class NodeStore {
   /// A new vertex at the end (may throw std::bad_alloc).
   IterNode& push() {
     if (size_ % kChunk == 0 && size_ / kChunk == chunks_.size()) {
-      chunks_.reserve(chunks_.size() + 1);
+      reserve_one_more(chunks_);
       chunks_.emplace_back(new IterNode[kChunk]);
     }
     return (*this)[size_++];
@@ -431,7 +431,7 @@ struct IterLoop {
       Datum& d = *ds[i];
       if (a[i].mode == AccessMode::reduction) {
         if (!d.group) {
-          groups.reserve(groups.size() + 1);  // no leak if the push below would throw
+          reserve_one_more(groups);  // no leak if the push below would throw
           d.group = new_reduction_group(w, spec_of(w, a[i].address));
           groups.push_back(d.group);
           open_groups.push_back(a[i].address);
