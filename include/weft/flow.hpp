@@ -66,7 +66,7 @@
 //       the job with a line naming it (notices when a rank destroys a graph across ranks and at exit, when
 //       weft initialised MPI).
 //       Options::watchdog_seconds (WEFT_WATCHDOG) ends a fence that sees no progress, printing every rank's view
-//       first.
+//       first (and naming the ranks that could not answer).
 //   With one process (or weft built without MPI) a graph is exactly the single-process one, at the same cost.
 // * Pending tasks (some inputs arrived, not all) wait in a per-template-task concurrent hash table (bucket locks,
 //   growth by chained tables, a reader-biased resize lock); a template task with a single non-aggregator input

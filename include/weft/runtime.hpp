@@ -158,7 +158,8 @@ struct Options {
   /// Several processes (a flow graph across MPI ranks, or a cluster's run): a fence()/wait() (a run) in which this
   /// rank sees no progress (no message received or sent, no task of the graph or cluster finished) for this many
   /// seconds prints every rank's view
-  /// (tasks pending, messages per epoch, outstanding operations, messages held) and ends the job. Set it above
+  /// (tasks pending, messages per epoch, outstanding operations, messages held) and ends the job with a line
+  /// naming the ranks that did not answer within a second (a rank whose only worker is stuck). Set it above
   /// the longest task. 0: off. Environment: WEFT_WATCHDOG=seconds (default 0, at most 10^6). The variable (not
   /// this field: MPI is set up before the Options reach it) also bounds how long an MPI_Init_thread that weft
   /// calls waits for processes that never call it (at least 10 s): then this process ends with status 1.

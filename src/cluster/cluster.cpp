@@ -109,6 +109,7 @@
 
 #include "comm/mpi_env.hpp"
 #include "comm/transport.hpp"
+#include "comm/watchdog.hpp"
 #endif
 
 namespace weft::detail {
@@ -445,6 +446,9 @@ class Cluster final : public Engine::Service {
   ~Cluster() override;
 
   Engine& engine;
+  /// The watchdog's exchange of views (set up with the other kinds). Before the transport, whose handlers use
+  /// it: destroyed after it.
+  std::unique_ptr<comm::WatchdogViews> watchdog_views_;
   comm::Transport transport;
   int rank = 0, size = 1;
   CodeMap code;
@@ -638,7 +642,7 @@ class Cluster final : public Engine::Service {
   static ProgressDemand source_demand(void* self) noexcept;
 
   comm::Kind k_task_ = 0, k_done_ = 0, k_satisfy_ = 0, k_fetch_ = 0, k_data_ = 0, k_end_ = 0, k_region_ = 0,
-             k_dump_ = 0, k_begin_ = 0, k_release_ = 0, k_no_eager_ = 0, k_connect_ = 0, k_link_satisfy_ = 0,
+             k_begin_ = 0, k_release_ = 0, k_no_eager_ = 0, k_connect_ = 0, k_link_satisfy_ = 0,
              k_lfree_ = 0, k_leave_ = 0;
   // The watchdog (Options::watchdog_seconds): progress is any message sent or handled, any task of the
   // cluster completed here; a run that sees none for that long prints every rank's view and ends the job.
@@ -866,9 +870,7 @@ Cluster::Cluster(Engine& e) : engine(e) {
   k_lfree_ = reg("weft.cluster.lfree", &Cluster::on_lfree);
   k_leave_ = reg("weft.cluster.leave", &Cluster::on_leave);
   // The watchdog's request for this rank's view (any run: the asking rank is about to end the job).
-  k_dump_ = transport.register_kind("weft.cluster.watchdog", {.deliver = [this](const comm::Message& m) {
-                                      std::fprintf(stderr, "%s (asked by rank %d)\n", view().c_str(), m.source());
-                                    }});
+  watchdog_views_ = std::make_unique<comm::WatchdogViews>(transport, "weft.cluster.watchdog", [this] { return view(); });
   watchdog_ = e.options.watchdog_seconds;
   // Same executable and libraries everywhere: the kinds' names carry the loaded objects' signature, which
   // check_consistency compares.
@@ -2480,18 +2482,10 @@ void Cluster::watch() {
   }
   if (std::chrono::duration<double>(now - watch_since_).count() < watchdog_) return;
   if (watch_fired_.exchange(true)) return;
-  std::fprintf(stderr, "%s\n", view().c_str());
-  for (int r = 0; r < size; ++r)
-    if (r != rank) transport.send(r, k_dump_, {}, {});
-  const auto grace = now + std::chrono::seconds(1);  // the others print while this rank keeps progressing
-  while (std::chrono::steady_clock::now() < grace)
-    if (transport.poll() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  char what[320];
-  std::snprintf(what, sizeof what,
-                "weft::cluster: watchdog: no progress on this rank for %g s in a run (WEFT_WATCHDOG); the views of "
-                "the ranks that answered within a second are printed above (a rank missing there did not)",
+  char what[160];
+  std::snprintf(what, sizeof what, "weft::cluster: watchdog: no progress on this rank for %g s in a run (WEFT_WATCHDOG)",
                 watchdog_);
-  comm::abort_job(what);
+  watchdog_views_->fire(what);
 }
 
 ProgressDemand Cluster::source_demand(void* self) noexcept {

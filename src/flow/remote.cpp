@@ -51,6 +51,7 @@
 #include "comm/mpi_env.hpp"
 #include "comm/termination.hpp"
 #include "comm/transport.hpp"
+#include "comm/watchdog.hpp"
 #include "engine/engine.hpp"
 #include "weft/profile.hpp"
 
@@ -88,10 +89,8 @@ class Remote final : public RemoteBase {
     kind_ = td_.register_kind(graph_signature(g), {.deliver = [this](const comm::Message& m) { on_message(m); },
                                                   .place = [this](const comm::Message& m) { return on_place(m); }});
     // The watchdog's request for this rank's view (not counted: it is no work of the graph).
-    dump_kind_ = transport_.register_kind("weft.flow.watchdog", {.deliver = [this](const comm::Message& m) {
-                                            std::fprintf(stderr, "%s (asked by rank %d)\n", view().c_str(),
-                                                         m.source());
-                                          }});
+    watchdog_views_ =
+        std::make_unique<comm::WatchdogViews>(transport_, "weft.flow.watchdog", [this] { return view(); });
     watchdog_ = g.rt->options().watchdog_seconds;
     try {
       transport_.check_consistency();
@@ -197,18 +196,10 @@ class Remote final : public RemoteBase {
       return;
     }
     if (std::chrono::duration<double>(now - last_change_).count() < watchdog_) return;
-    std::fprintf(stderr, "%s\n", view().c_str());
-    for (int r = 0; r < size; ++r)
-      if (r != rank) transport_.send(r, dump_kind_, {}, {});
-    const auto grace = now + std::chrono::seconds(1);  // the others print while this rank keeps progressing
-    while (std::chrono::steady_clock::now() < grace)
-      if (transport_.poll() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    char what[320];
+    char what[160];
     std::snprintf(what, sizeof what,
-                  "weft::flow: watchdog: no progress on this rank for %g s in fence() (WEFT_WATCHDOG); the views "
-                  "of the ranks that answered within a second are printed above (a rank missing there did not)",
-                  watchdog_);
-    comm::abort_job(what);
+                  "weft::flow: watchdog: no progress on this rank for %g s in fence() (WEFT_WATCHDOG)", watchdog_);
+    watchdog_views_->fire(what);
   }
 
   /// This rank's view of the graph's execution, one line.
@@ -299,6 +290,8 @@ class Remote final : public RemoteBase {
   }
 
   GraphState& g_;
+  /// The watchdog's exchange of views. Before the transport, whose handlers use it: destroyed after it.
+  std::unique_ptr<comm::WatchdogViews> watchdog_views_;
   comm::Transport transport_;  // collective (MPI_Comm_dup); destroyed last, collectively
   comm::TerminationDetector td_;
   comm::Kind kind_ = 0;
@@ -311,7 +304,6 @@ class Remote final : public RemoteBase {
   };
   std::unordered_map<const std::byte*, Placed> placed_;  // under the progress token
   // The watchdog.
-  comm::Kind dump_kind_ = 0;
   double watchdog_ = 0;
   std::uint64_t across_run_ = 0;  ///< the epoch's RunAcrossRanks::index (fence's thread only)
   std::uint32_t departure_calls_ = 0;  ///< (fence's thread only; see check_departures_sometimes)
