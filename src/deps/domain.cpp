@@ -183,15 +183,25 @@ struct Domain {
   Record* probe(const void* a) { return table().probe(a); }
 
   /// Phase 1: afterwards, creating up to k records allocates nothing and moves no record. May sweep, which
-  /// invalidates Record pointers: call it before looking records up.
-  void reserve(Worker& w, Task* producer, std::size_t k) {
-    if (records.size() + k > sweep_at) sweep(w, producer);
-    if (records.size() + k > records.capacity()) records.reserve(std::max(2 * records.capacity(), records.size() + k));
+  /// invalidates Record pointers: call it before looking records up. Returns whether it swept, moved the records
+  /// or rebuilt the slots (else the Record pointers and the Table taken before are still valid).
+  bool reserve(Worker& w, Task* producer, std::size_t k) {
+    bool moved = false;
+    if (records.size() + k > sweep_at) {
+      sweep(w, producer);
+      moved = true;
+    }
+    if (records.size() + k > records.capacity()) {
+      records.reserve(std::max(2 * records.capacity(), records.size() + k));
+      moved = true;
+    }
     if (2 * (records.size() + k) > slots.size()) {
       std::size_t n = slots.size();
       while (2 * (records.size() + k) > n) n *= 2;
       rehash(n);
+      moved = true;
     }
+    return moved;
   }
 
   /// A new, empty record for a (after reserve; not present).
@@ -890,11 +900,12 @@ again:
     if (mode > AccessMode::inout) return false;
     Record* r = table.probe(a->address);
     if (!r) [[unlikely]] {  // a new datum
-      if (!reserved) {  // reserve may sweep or move the records: look them all up again
-        d.reserve(w, parent, n);
+      if (!reserved) {
         reserved = true;
-        reads = after_readers = 0;
-        goto again;
+        if (d.reserve(w, parent, n)) {  // it swept or moved the records: look them all up again
+          reads = after_readers = 0;
+          goto again;
+        }
       }
       r = &new_record(d, parent, a->address);
     }
