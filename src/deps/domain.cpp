@@ -125,11 +125,16 @@ void prune(Task* producer, std::vector<Task*>& list) {
   list.resize(k);  // shrinks: no allocation
 }
 
-/// Phase 1: room for one more entry in `list` (pruned first when it is full and long).
-void make_room(Task* producer, std::vector<Task*>& list) {
-  if (list.size() < list.capacity()) return;
+/// make_room for a full list.
+[[gnu::noinline]] void make_room_in_full(Task* producer, std::vector<Task*>& list) {
   if (list.size() >= kPruneFrom) prune(producer, list);
   if (list.size() == list.capacity()) list.reserve(list.capacity() < 4 ? 4 : 2 * list.capacity());
+}
+/// Phase 1: room for one more entry in `list` (pruned first when it is full and long). Inline: the usual case,
+/// room left, calls nothing (so the registration's state stays in registers).
+inline void make_room(Task* producer, std::vector<Task*>& list) {
+  if (list.size() == list.capacity()) [[unlikely]]
+    make_room_in_full(producer, list);
 }
 
 }  // namespace
@@ -894,11 +899,11 @@ again:
   std::size_t nc = 0;
   const Domain::Table table = d.table();
   // --- phase 1: records, list room, candidates (may throw) ---
-  Record** rp = rs;
-  for (const Access* a = acc; a != acc + n; ++a, ++rp) {
-    const AccessMode mode = a->mode;
+  std::size_t i = 0;
+  do {
+    const AccessMode mode = acc[i].mode;
     if (mode > AccessMode::inout) return false;
-    Record* r = table.probe(a->address);
+    Record* r = table.probe(acc[i].address);
     if (!r) [[unlikely]] {  // a new datum
       if (!reserved) {
         reserved = true;
@@ -907,33 +912,35 @@ again:
           goto again;
         }
       }
-      r = &new_record(d, parent, a->address);
+      r = &new_record(d, parent, acc[i].address);
     }
     // A group, or a datum named twice: the general path.
     if (r->group != kNoGroup || r->stamp == stamp) [[unlikely]] return false;
     r->stamp = stamp;
-    *rp = r;
+    rs[i] = r;
     Task* const writer = r->writer;
-    if (mode == AccessMode::in) [[unlikely]] {
-      reads |= 1u << (rp - rs);
+    if (mode != AccessMode::in) {
+      if (!r->readers.empty()) [[unlikely]] {  // a write after readers: it waits for them all
+        after_readers |= 1u << i;
+        cands.set_size(nc);
+        cands.reserve(nc + r->readers.size() + (n - i - 1));
+        cp = cands.data();
+        for (Task* rd : r->readers) cp[nc++] = rd;
+      } else if (writer) {
+        cp[nc++] = writer;
+      }
+    } else {
+      reads |= 1u << i;
       make_room(parent, r->readers);
       if (writer) cp[nc++] = writer;
-    } else if (!r->readers.empty()) [[unlikely]] {
-      after_readers |= 1u << (rp - rs);
-      cands.set_size(nc);
-      cands.reserve(nc + r->readers.size() + static_cast<std::size_t>(acc + n - a - 1));
-      cp = cands.data();
-      for (Task* rd : r->readers) cp[nc++] = rd;
-    } else if (writer) {
-      cp[nc++] = writer;
     }
-  }
+  } while (++i < n);
   cands.set_size(nc);
   reserve_spare_edges(w, nc);
   // --- phase 2: the record updates (no allocation). A released task is only retired, not recycled: the
   // candidates stay valid for link(). ---
-  std::size_t i = 0;
-  if ((reads | after_readers) == 0 && !parent->weak) [[likely]] {
+  i = 0;
+  if ((reads | after_readers) == 0 && !parent->weak) {
     // Writes after at most a writer, which is a task: without a weak access the parent's records name no weak
     // node (new_record), so the reference is dropped without release()'s test.
     do {
@@ -945,19 +952,20 @@ again:
       r.writer = t;
     } while (++i < n);
   } else {
-    do {
+    do {  // (the bits of access i are bit 0 of the two masks)
       Record& r = *rs[i];
-      const unsigned bit = 1u << i;
-      if (reads & bit) {
+      if (reads & 1) {
         r.readers.push_back(t);  // room made by phase 1
       } else {
-        if (after_readers & bit) {
+        if (after_readers & 1) {
           for (Task* rd : r.readers) release(parent, rd);
           r.readers.clear();
         }
         if (r.writer) release(parent, r.writer);
         r.writer = t;
       }
+      reads >>= 1;
+      after_readers >>= 1;
     } while (++i < n);
   }
   t->record_refs += static_cast<std::int32_t>(n);  // one per record (add_ref: t is a task, not a weak node)
