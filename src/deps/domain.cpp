@@ -166,30 +166,20 @@ struct Domain {
     return r;
   }
 
-  /// The lookup table as plain values, for a caller that looks several addresses up in a row (its fields stay in
-  /// registers). Valid until the records or the slots move: a reserve() or a sweep (create() after reserve()
-  /// moves neither).
-  struct Table {
-    Record* records;
-    const std::uint32_t* slots;
-    unsigned shift;
-    /// find() without the one-entry cache: for tasks with several accesses, which name a different datum each
-    /// (the cache would miss, and updating it costs two stores per access).
-    Record* probe(const void* a) const {
-      const std::size_t mask = ~std::uint64_t{0} >> shift;  // slots.size() - 1, from what hash() needs anyway
-      for (std::size_t i = hash(a) >> shift;; i = (i + 1) & mask) {
-        const std::uint32_t s = slots[i];
-        if (s == 0) return nullptr;
-        if (records[s - 1].address == a) return &records[s - 1];
-      }
+  /// find() without the one-entry cache: for tasks with several accesses, which name a different datum each (the
+  /// cache would miss, and updating it costs two stores per access).
+  Record* probe(const void* a) {
+    const std::size_t mask = ~std::uint64_t{0} >> shift;  // slots.size() - 1, from what hash() needs anyway
+    for (std::size_t i = hash(a) >> shift;; i = (i + 1) & mask) {
+      const std::uint32_t s = slots[i];
+      if (s == 0) return nullptr;
+      if (records[s - 1].address == a) return &records[s - 1];
     }
-  };
-  Table table() { return Table{records.data(), slots.data(), shift}; }
-  Record* probe(const void* a) { return table().probe(a); }
+  }
 
   /// Phase 1: afterwards, creating up to k records allocates nothing and moves no record. May sweep, which
   /// invalidates Record pointers: call it before looking records up. Returns whether it swept, moved the records
-  /// or rebuilt the slots (else the Record pointers and the Table taken before are still valid).
+  /// or rebuilt the slots (else the Record pointers taken before are still valid).
   bool reserve(Worker& w, Task* producer, std::size_t k) {
     bool moved = false;
     if (records.size() + k > sweep_at) {
@@ -893,17 +883,17 @@ again:
   const std::uint64_t stamp = ++d.stamp;
   cands.clear();
   cands.reserve(n);  // one candidate per access; room for more is made where a write meets readers
-  // The table and the candidates in locals: stores through Task pointers would otherwise reload them every
-  // access (they may alias any pointer). Creating a record after reserve moves neither records nor slots.
+  // The candidates in locals: stores through Task pointers would otherwise reload the buffer's fields at every
+  // access (they may alias any pointer). (Keeping the table's fields in locals too made the loop spill, and
+  // chains of 2 and 6 accesses slower in time although it ran fewer instructions.)
   Task** cp = cands.data();
   std::size_t nc = 0;
-  const Domain::Table table = d.table();
   // --- phase 1: records, list room, candidates (may throw) ---
   std::size_t i = 0;
   do {
     const AccessMode mode = acc[i].mode;
     if (mode > AccessMode::inout) return false;
-    Record* r = table.probe(acc[i].address);
+    Record* r = d.probe(acc[i].address);
     if (!r) [[unlikely]] {  // a new datum
       if (!reserved) {
         reserved = true;
