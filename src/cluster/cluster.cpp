@@ -658,6 +658,8 @@ class Cluster final : public Engine::Service {
   std::atomic<bool> watch_fired_{false};
   void watch();
   std::string view();
+  /// Polls until this rank owes no operation to the transport (its sends delivered, its receives dispatched).
+  void drain_transport();
   ProgressSource source_{};
   std::atomic<std::uint32_t> run_{0};        // the run this rank is in (written under the token)
   std::atomic<bool> running_{false};
@@ -2354,6 +2356,10 @@ void Cluster::settle_address_space() {
     send_regions();
     for (int d = 1; d < size; ++d) send(d, k_leave_, {});
   }
+  drain_transport();
+}
+
+void Cluster::drain_transport() {
   while (transport.outstanding() != 0)
     if (transport.poll() == 0) std::this_thread::yield();
 }
@@ -2582,8 +2588,7 @@ void Cluster::run_root(void (*call)(void*, Context&), void* arg) {
           self.early_links_.clear();  // (only links of a task whose registration failed can be left)
         }
         // What this rank still owes the others (its last reports, the end messages) leaves before the run ends.
-        while (self.transport.outstanding() != 0)
-          if (self.transport.poll() == 0) std::this_thread::yield();
+        self.drain_transport();
         if (error) std::rethrow_exception(error);
       },
       &args);
