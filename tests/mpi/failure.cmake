@@ -135,13 +135,19 @@ if(MODE MATCHES "kill|exit|leave|return")
   message(STATUS "job ended with status ${rc}, ${elapsed} s after rank ${gone} was killed or exited")
   file(REMOVE "${stamp}")
 elseif(MODE MATCHES "watchdog")
-  # Rank 0's view and its last line; rank 1's view, or (silent) the last line naming it.
+  # Rank 0's view and the last line; rank 1's view, or (silent) the last line naming it. Both ranks see no
+  # progress, so either may fire first and end the job (silent: rank 1's only worker is stuck, so rank 0).
   if(MODE MATCHES "cluster")
     set(view "cluster watchdog view: run 1")
   else()
     set(view "watchdog view: epoch 1")
   endif()
-  set(last "weft: rank 0: [^\n]*watchdog: no progress on this rank for 2 s[^\n]*; the views of the")
+  if(MODE MATCHES "silent")
+    set(firing "0")
+  else()
+    set(firing "[01]")
+  endif()
+  set(last "weft: rank ${firing}: [^\n]*watchdog: no progress on this rank for 2 s[^\n]*; the views of the")
   if(MODE MATCHES "silent")
     set(lines "weft: rank 0: ${view}"
               "${last} ranks that answered[^\n]*no answer within a second from rank\\(s\\) 1 \\(")
