@@ -658,6 +658,12 @@ class Cluster final : public Engine::Service {
   std::atomic<bool> watch_fired_{false};
   void watch();
   std::string view();
+  /// Polls the transport (yielding when a poll finds nothing) until done() holds.
+  template <class Done>
+  void poll_until(Done done) {
+    while (!done())
+      if (transport.poll() == 0) std::this_thread::yield();
+  }
   /// Polls until this rank owes no operation to the transport (its sends delivered, its receives dispatched).
   void drain_transport();
   ProgressSource source_{};
@@ -872,7 +878,8 @@ Cluster::Cluster(Engine& e) : engine(e) {
   k_lfree_ = reg("weft.cluster.lfree", &Cluster::on_lfree);
   k_leave_ = reg("weft.cluster.leave", &Cluster::on_leave);
   // The watchdog's request for this rank's view (any run: the asking rank is about to end the job).
-  watchdog_views_ = std::make_unique<comm::WatchdogViews>(transport, "weft.cluster.watchdog", [this] { return view(); });
+  watchdog_views_ =
+      std::make_unique<comm::WatchdogViews>(transport, "weft.cluster.watchdog", [this] { return view(); });
   watchdog_ = e.options.watchdog_seconds;
   // Same executable and libraries everywhere: the kinds' names carry the loaded objects' signature, which
   // check_consistency compares.
@@ -2341,10 +2348,7 @@ void Cluster::local_freed(std::uintptr_t start, std::size_t bytes) {
 void Cluster::settle_address_space() {
   // Release / acquire: the handlers run in transport.poll, on this thread or on a communication thread.
   closing_.store(true, std::memory_order_release);
-  auto wait_for_leaves = [&](int n) {
-    while (leaves_.load(std::memory_order_acquire) < n)
-      if (transport.poll() == 0) std::this_thread::yield();
-  };
+  auto wait_for_leaves = [&](int n) { poll_until([&] { return leaves_.load(std::memory_order_acquire) >= n; }); };
   if (rank != 0) {
     tell_lfrees();
     send(0, k_leave_, {});
@@ -2360,8 +2364,7 @@ void Cluster::settle_address_space() {
 }
 
 void Cluster::drain_transport() {
-  while (transport.outstanding() != 0)
-    if (transport.poll() == 0) std::this_thread::yield();
+  poll_until([&] { return transport.outstanding() == 0; });
 }
 
 void Cluster::tell_lfrees() {
@@ -2489,8 +2492,8 @@ void Cluster::watch() {
   if (std::chrono::duration<double>(now - watch_since_).count() < watchdog_) return;
   if (watch_fired_.exchange(true)) return;
   char what[160];
-  std::snprintf(what, sizeof what, "weft::cluster: watchdog: no progress on this rank for %g s in a run (WEFT_WATCHDOG)",
-                watchdog_);
+  std::snprintf(what, sizeof what,
+                "weft::cluster: watchdog: no progress on this rank for %g s in a run (WEFT_WATCHDOG)", watchdog_);
   watchdog_views_->fire(what);
 }
 

@@ -25,6 +25,7 @@ WatchdogViews::WatchdogViews(Transport& t, const std::string& name, std::functio
 void WatchdogViews::fire(const std::string& what) {
   std::fprintf(stderr, "%s\n", view_().c_str());
   const int rank = t_.rank(), size = t_.size();
+  if (size == 1) abort_job(what);
   for (int r = 0; r < size; ++r)
     if (r != rank) t_.send(r, ask_, {}, {});
   // The others print while this rank goes on polling (their answers come only through polls).
@@ -43,7 +44,6 @@ void WatchdogViews::fire(const std::string& what) {
       if (++n_silent <= 16) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
     }
   if (n_silent > 16) silent += ", ... (" + std::to_string(n_silent) + " in all)";
-  if (size == 1) abort_job(what);
   if (n_silent == 0) abort_job(what + "; the views of the other ranks are printed above (every rank answered)");
   abort_job(what + "; the views of the ranks that answered are printed above; no answer within a second from " +
             "rank(s) " + silent +

@@ -128,7 +128,7 @@ void prune(Task* producer, std::vector<Task*>& list) {
 /// make_room for a full list.
 [[gnu::noinline]] void make_room_in_full(Task* producer, std::vector<Task*>& list) {
   if (list.size() >= kPruneFrom) prune(producer, list);
-  if (list.size() == list.capacity()) list.reserve(list.capacity() < 4 ? 4 : 2 * list.capacity());
+  reserve_one_more(list, 4);
 }
 /// Phase 1: room for one more entry in `list` (pruned first when it is full and long). Inline: the usual case,
 /// room left, calls nothing (so the registration's state stays in registers).
@@ -872,7 +872,8 @@ constexpr std::size_t kPlainMax = 8;
 
 [[gnu::always_inline]] inline bool register_plain(Worker& w, Domain& d, Task* parent, Task* t, const Access* acc,
                                                   std::size_t n, bool& ready) {
-  WEFT_ASSERT(n >= 1 && n <= kPlainMax);  // finish_spawn registers only tasks with accesses: the loops test at their end
+  // finish_spawn registers only tasks with accesses: the loops test at their end.
+  WEFT_ASSERT(n >= 1 && n <= kPlainMax);
   Record* rs[kPlainMax];
   // What phase 2 does for access i, decided by phase 1: bit i of `reads` for an `in` access, of `after_readers` for
   // a write that follows readers (neither: a write after at most the writer, the usual case).

@@ -71,11 +71,12 @@ struct TaskKind {
   void (*weak_ready)(Worker& w, Task* t, Task* node);
 };
 
-/// Room for one more element in v, growing it geometrically: afterwards a push_back does not throw. (A bare
-/// reserve(size() + 1) reallocates, and copies every element, on each call: quadratic in the final size.)
+/// Room for one more element in v, growing it geometrically (at least `first` elements): afterwards a push_back
+/// does not throw. (A bare reserve(size() + 1) reallocates, and copies every element, on each call: quadratic in
+/// the final size.)
 template <class Vector>
-void reserve_one_more(Vector& v) {
-  if (v.size() == v.capacity()) v.reserve(v.size() < 8 ? 8 : 2 * v.size());
+void reserve_one_more(Vector& v, std::size_t first = 8) {
+  if (v.size() == v.capacity()) v.reserve(v.size() < first ? first : 2 * v.size());
 }
 
 /// A growable array that keeps its storage across uses (no allocation on the hot path). The capacity is kept
