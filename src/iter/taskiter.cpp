@@ -290,7 +290,8 @@ struct IterLoop {
   std::vector<std::uint32_t> mark;  ///< last target linked from each task (duplicate intra edges)
   DataTable data;
   std::vector<ReaderLink> reader_links;  ///< the readers lists of the data (Datum::readers, head_readers)
-  std::vector<Access> merge_scratch;  ///< record_spawn's merged accesses
+  std::vector<Access> merge_scratch;          ///< record_spawn's merged accesses
+  std::vector<std::uint32_t> merge_order;     ///< record_spawn: the accesses' indices sorted by address (many)
   std::uint32_t current_copy = 0;
   // Reductions: members are recorded as readers of their datum (they touch only their copies), and the group is
   // closed by a combine vertex recorded as a writer of it (inout): the combination then follows the members and
@@ -849,6 +850,54 @@ void update_without_barrier(Worker& w, Loop& L, Context& rcx) {
 
 namespace {
 
+// The accesses of one recorded task, those to the same datum merged into one (different modes join to inout),
+// in the order of their first occurrence. False if a datum is named twice and one access is a reduction. Few
+// accesses: a linear search each; many (spawn_accesses): sorted by address, so that n accesses cost n log n.
+bool merge_accesses(const Access* acc, std::size_t n, std::vector<Access>& merged, std::vector<std::uint32_t>& order) {
+  merged.clear();
+  auto join = [](Access& into, const Access& a) {
+    if (a.mode == AccessMode::reduction || into.mode == AccessMode::reduction) return false;
+    if (into.mode != a.mode) into.mode = AccessMode::inout;
+    return true;
+  };
+  constexpr std::size_t kLinear = 16;
+  if (n <= kLinear) {
+    for (std::size_t i = 0; i < n; ++i) {
+      auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[i].address; });
+      if (it == merged.end())
+        merged.push_back(acc[i]);
+      else if (!join(*it, acc[i]))
+        return false;
+    }
+    return true;
+  }
+  order.resize(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    const auto pa = reinterpret_cast<std::uintptr_t>(acc[a].address);
+    const auto pb = reinterpret_cast<std::uintptr_t>(acc[b].address);
+    return pa != pb ? pa < pb : a < b;
+  });
+  // Each datum's first occurrence gathers the modes of the others, which are marked merged away (a mode no
+  // access has: record_spawn validated them all); then the survivors close up in index order.
+  constexpr auto kMergedAway = static_cast<AccessMode>(0xff);
+  merged.assign(acc, acc + n);
+  for (std::size_t g = 0; g < n;) {
+    const std::uint32_t first = order[g];
+    std::size_t e = g + 1;
+    for (; e < n && acc[order[e]].address == acc[first].address; ++e) {
+      if (!join(merged[first], acc[order[e]])) return false;
+      merged[order[e]].mode = kMergedAway;
+    }
+    g = e;
+  }
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (merged[i].mode != kMergedAway) merged[k++] = merged[i];
+  merged.resize(k);
+  return true;
+}
+
 void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::size_t n, const SpawnAttrs& attrs) {
   Loop& L = *loop_of(recorder);
   if (L.updating && L.update_same(t, acc, n)) {  // no merge, no validation: the recording did both
@@ -862,10 +911,8 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
     throw taskiter_error("weft: taskiter: a spawn after the recording of this loop failed (out of memory); the "
                          "loop cannot run");
   }
-  // Validate and merge several accesses to one datum (as register_accesses does), in the loop's scratch list
+  // Validate, then merge several accesses to one datum (as register_accesses does), in the loop's scratch lists
   // (no allocation per spawn; spawns are recorded one at a time, by the thread running the body).
-  std::vector<Access>& merged = L.merge_scratch;
-  merged.clear();
   for (std::size_t i = 0; i < n; ++i) {
     const AccessMode md = acc[i].mode;
     if (md == AccessMode::reduction && L.spec->params.update) {
@@ -879,17 +926,13 @@ void record_spawn(Worker& w, Task* recorder, Task* t, const Access* acc, std::si
                            "; tasks spawned by a taskiter body may use in, out, inout and reduction only (spawn "
                            "the concurrent group from one recorded task instead)");
     }
-    auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[i].address; });
-    if (it == merged.end()) {
-      merged.push_back(acc[i]);
-    } else if (md == AccessMode::reduction || it->mode == AccessMode::reduction) {
-      Loop::discard(w, t);
-      throw std::invalid_argument(
-          "weft: a task names a datum twice and one of the accesses is a reduction; a reduction must be the task's "
-          "only access to its datum");
-    } else if (it->mode != md) {
-      it->mode = AccessMode::inout;
-    }
+  }
+  std::vector<Access>& merged = L.merge_scratch;
+  if (!merge_accesses(acc, n, merged, L.merge_order)) {
+    Loop::discard(w, t);
+    throw std::invalid_argument(
+        "weft: a task names a datum twice and one of the accesses is a reduction; a reduction must be the task's "
+        "only access to its datum");
   }
   t->parent = L.owner;
   t->priority = attrs.priority;

@@ -95,6 +95,40 @@ TEST_P(Taskiter, WideTasksMatchSequential) {
   EXPECT_EQ(got, want);
 }
 
+// Tasks with 40 accesses each (spawn_accesses): 37 reads of read-only data (some named twice) and one shared
+// datum named in, then out, then in again. Those join to inout, so every task updates the shared datum and the
+// tasks run in spawn order; had the reads won, the tasks would be unordered (one worker then runs the last ready
+// first). Past 16 accesses a recorded task's accesses are merged through a sort by address, not a search each.
+TEST_P(Taskiter, ManyAccessesNamingADatumSeveralTimesMatchSequential) {
+  constexpr int kTasks = 12, kAccesses = 40, kReadOnly = 24;
+  constexpr std::uint64_t kIters = 20;
+  std::vector<std::uint64_t> ro(kReadOnly);
+  for (int i = 0; i < kReadOnly; ++i) ro[i] = static_cast<std::uint64_t>(i) * 7 + 1;
+  auto step = [&ro](std::uint64_t& c, int j) {
+    std::uint64_t s = 0;
+    for (int m = 0; m < kAccesses; ++m) s += ro[(j * 7 + m * 5) % kReadOnly];
+    c = mix(c, s + static_cast<std::uint64_t>(j));
+  };
+  weft::Runtime rt(options());
+  std::uint64_t got = 1, want = 1;
+  rt.run([&](weft::Context& cx) {
+    cx.taskiter(kIters, [&](weft::Context& it) {
+      std::vector<weft::Access> acc;
+      for (int j = 0; j < kTasks; ++j) {
+        acc.clear();
+        for (int m = 0; m < kAccesses; ++m)
+          acc.push_back(m == 5 || m == 33 ? weft::in(got)
+                        : m == 20         ? weft::out(got)
+                                          : weft::in(ro[(j * 7 + m * 5) % kReadOnly]));
+        it.spawn_accesses([&step, &got, j] { step(got, j); }, acc.data(), acc.size());
+      }
+    });
+  });
+  for (std::uint64_t i = 0; i < kIters; ++i)
+    for (int j = 0; j < kTasks; ++j) step(want, j);
+  EXPECT_EQ(got, want);
+}
+
 TEST_P(Taskiter, ChainLogInSequentialOrder) {
   weft::Runtime rt(options());
   std::vector<int> log;
