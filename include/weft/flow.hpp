@@ -37,7 +37,7 @@
 //   Aggregator<V> (iterable, in arrival order), without copies. A value beyond the count is an error.
 // * Priorities and placement: tt->set_priomap(f) gives the task of key k priority f(k) (larger runs earlier among
 //   ready tasks, as weft::priority); tt->set_keymap(f) names the process (MPI rank) that owns key k, from 0 to
-//   num_processes() - 1 (else an error).
+//   num_processes() - 1 (else an error). See "Template task members" below.
 // * Several processes (weft built with MPI, the program launched by mpirun -np N with N > 1; README "Running on
 //   several processes"). The same program runs on every rank; each key's task runs on its owner: the keymap's
 //   answer, by default Hash<Key>(k) % N (num_processes() / process_id() tell a keymap the job's shape).
@@ -49,9 +49,10 @@
 //       delivered there as a local send would be: the receiving task gets a copy of its own (or, for several
 //       keys of that rank, one shared copy). A broadcast sends one message per owner rank, the value once.
 //     - What can cross: trivially copyable types as bytes; std::pair / std::tuple of them; any other type that
-//       cereal can serialize (standard containers and strings, user types with a `serialize(Archive&)` member
-//       or cereal's other conventions; include cereal/types/<type>.hpp for standard types beyond those in
-//       weft/detail/flow_wire.hpp). graph() refuses a template task with the default keymap whose key or input
+//       cereal can serialize: std::string, std::vector, std::array, std::map, std::set, std::unordered_map,
+//       std::pair, std::tuple, std::optional, std::variant, std::complex (weft includes cereal's support for
+//       these), user types with a `serialize(Archive&)` member or cereal's other conventions, and other
+//       standard types once the program includes cereal/types/<type>.hpp. graph() refuses a template task with the default keymap whose key or input
 //       value type cannot cross (it would receive from every rank); with a keymap of the program's own, a send
 //       that would cross throws weft::flow::error in the sender.
 //     - Large values (above 8 KiB) move by a non-blocking transfer straight into the storage the receiving tasks
@@ -76,6 +77,25 @@
 //   half as many remain or none is queued; so a task sending many ready tasks and then its own continuation
 //   cannot run ahead of them without bound. A send may therefore run other task bodies before it returns: do not
 //   hold a lock across send() that another task of the graph takes.
+//
+// Template task members
+// ---------------------
+// make_tt returns a std::shared_ptr to a weft::flow::TT (declared in weft/detail/flow_tt.hpp), whose public
+// members are:
+//   * tt->invoke(key, v0, v1, ...) seeds the task of `key`: one value per data input, in input order (nothing for
+//     a control input); tt->invoke(v0, ...) for a void key. Every data input is given at once: to seed some
+//     inputs of a key only, send them from a template task of one input whose body forwards them (a feeder).
+//     The template task must belong to a graph already (graph(...) made), else weft::flow::error ("not part of
+//     a graph"); graph.invoke(...) is the same call on the graph's first template task.
+//   * tt->set_priomap(f), f: std::int32_t(const Key&): the priority of the task of each key (default 0).
+//   * tt->set_keymap(f), f: int(const Key&): the process that owns each key (see Model). For a void key (a
+//     single task), pass a lambda taking `const auto&`; without a keymap that task runs on process 0.
+//   * tt->name(): the name given to make_tt (used in every message about the template task).
+// Configure a template task before its graph first executes.
+//
+// A key is not remembered after its task has run: a value sent to it again starts a new task of that key. For
+// a template task with several inputs, a value sent twice to a key whose task already ran therefore shows up in
+// wait() as a task of that key missing its other inputs.
 //
 // Graph and runtime
 // -----------------

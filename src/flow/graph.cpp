@@ -168,6 +168,9 @@ void GraphBase::wait() {
     os << ": ";
     discard_pending(&os);
   }
+  // A key is not remembered once its task has run (flow.hpp): a second send to it is a new task.
+  os << " (a value sent to a key whose task has already run starts a new task of that key: a duplicate send "
+        "shows up here too)";
   throw error(os.str());
 }
 

@@ -79,6 +79,22 @@ std::string graph_signature(const GraphState& g) {
   return buf;
 }
 
+/// The graph's shape in words, for the message of ranks whose graphs differ: each rank prints its own.
+std::string graph_description(const GraphState& g) {
+  std::string d = std::to_string(g.tts.size()) + (g.tts.size() == 1 ? " template task: " : " template tasks: ");
+  for (std::size_t i = 0; i < g.tts.size(); ++i) {
+    const auto& t = g.tts[i];
+    const std::size_t ne = t->edges().size();
+    d += (i ? ", '" : "'") + t->name() + "' (" + std::to_string(ne) + (ne == 1 ? " edge" : " edges");
+    for (std::size_t k = 0; k < t->edges().size(); ++k) {
+      const std::string& en = t->edges()[k]->name;
+      d += (k ? ", " : ": ") + (en.empty() ? std::string("unnamed") : "'" + en + "'");
+    }
+    d += ")";
+  }
+  return d;
+}
+
 class Remote final : public RemoteBase {
  public:
   explicit Remote(GraphState& g) : g_(g), td_(transport_) {
@@ -95,7 +111,10 @@ class Remote final : public RemoteBase {
     try {
       transport_.check_consistency();
     } catch (const comm::comm_error& e) {
-      throw error(std::string("weft::flow::graph: the ranks did not build the same graph (") + e.what() + ")");
+      // Every rank throws: each message describes that rank's graph, so the job's output shows the difference.
+      throw error("weft::flow::graph: the ranks did not build the same graph (same template task names, edges "
+                  "and order, as graph() collects them): rank " + std::to_string(rank) + " built " +
+                  graph_description(g) + " [" + e.what() + "]");
     }
     source_ = {&poll_source, &source_demand, this};
   }

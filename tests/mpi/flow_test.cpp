@@ -326,6 +326,33 @@ TEST_P(Flow, RanksWithNoWork) {
   EXPECT_EQ(sum_all(static_cast<std::uint64_t>(ran.load())), 303u);
 }
 
+// A void-key template task (a single task): without a keymap it runs on process 0; a keymap taking `const auto&`
+// places it elsewhere (flow.hpp, "Template task members").
+TEST_P(Flow, VoidKeyTaskPlacement) {
+  weft::Runtime rt(options(GetParam()));
+  const int me = world_rank(), n = world_size();
+  for (bool placed : {false, true}) {
+    std::atomic<int> ran{0}, got{0};
+    weft::flow::Edge<void, int> e("in");
+    auto single = weft::flow::make_tt<void>(
+        [&](int v) {
+          ran.fetch_add(1);
+          got.store(v);
+        },
+        weft::flow::edges(e), weft::flow::edges(), "single");
+    if (placed) single->set_keymap([n](const auto&) { return n - 1; });
+    auto g = weft::flow::graph(rt, single);
+    if (me == 0) single->invoke(42);
+    g.wait();
+    const int owner = placed ? n - 1 : 0;
+    EXPECT_EQ(ran.load(), me == owner ? 1 : 0) << (placed ? "with a keymap" : "default");
+    if (me == owner) {
+      EXPECT_EQ(got.load(), 42);
+    }
+    EXPECT_EQ(sum_all(static_cast<std::uint64_t>(ran.load())), 1u);
+  }
+}
+
 // wait() with a task missing an input on one rank only: every rank throws, the owner naming the key.
 TEST_P(Flow, WaitReportsPendingTasksOnEveryRank) {
   weft::Runtime rt(options(GetParam()));
@@ -353,6 +380,35 @@ TEST_P(Flow, WaitReportsPendingTasksOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Flow, testing::Values(1u, 2u));
+
+// Ranks that build different graphs (here rank 1 names its template task differently): graph() throws on every
+// rank, each message describing that rank's own graph; a graph built alike afterwards runs.
+TEST(FlowTypes, DifferentGraphsOnTheRanksAreDescribed) {
+  if (world_size() == 1) GTEST_SKIP() << "needs several processes";
+  weft::Runtime rt(options(1));
+  const int me = world_rank();
+  const std::string name = me == 1 ? "stepX" : "step";
+  weft::flow::Edge<int, int> e("e");
+  auto t = weft::flow::make_tt<int>([](const int&, int) {}, weft::flow::edges(e), weft::flow::edges(), name);
+  try {
+    (void)weft::flow::graph(rt, t);
+    ADD_FAILURE() << "graph() accepted ranks with different graphs";
+  } catch (const weft::flow::error& x) {
+    const std::string w = x.what();
+    EXPECT_NE(w.find("did not build the same graph"), std::string::npos) << w;
+    EXPECT_NE(w.find("rank " + std::to_string(me) + " built 1 template task: '" + name + "' (1 edge: 'e')"),
+              std::string::npos)
+        << w;
+  }
+  std::atomic<int> ran{0};
+  weft::flow::Edge<int, int> e2("e2");  // (not e: graph() would collect the refused template task through it)
+  auto same = weft::flow::make_tt<int>([&](const int&, int) { ran.fetch_add(1); }, weft::flow::edges(e2),
+                                       weft::flow::edges(), "same");
+  auto g = weft::flow::graph(rt, same);
+  if (me == 0) same->invoke(7, 1);
+  g.wait();
+  EXPECT_EQ(sum_all(static_cast<std::uint64_t>(ran.load())), 1u);
+}
 
 // A template task whose values cannot cross processes, with the default keymap: refused by graph() on every
 // rank of a job of several (with one process, it is fine).
