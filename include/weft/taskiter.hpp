@@ -108,7 +108,9 @@
 //   propagates the same way (tasks of the first iteration spawned before it may have run, as children of a task
 //   that throws may; the others skip their bodies).
 // * Immediate successor (Options::immediate_successor) applies to replayed tasks as to any task.
-// * Statistics: recorded tasks count once in Stats::tasks_created; every replayed body in tasks_executed.
+// * Statistics: recorded tasks count once in Stats::tasks_created; every replayed body in tasks_executed. The
+//   taskiter task itself counts as one task created and executed (a loop of 3 tasks and 10 iterations: 4 and 31).
+// * A trip count of 0 (or a taskiter_while whose condition is false at once) never calls the body.
 #pragma once
 
 #include <cstdint>

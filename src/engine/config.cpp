@@ -1,9 +1,17 @@
 // Options: defaults, WEFT_* environment variables, validation.
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
+
+extern char** environ;  // POSIX
 
 #include "weft/profile.hpp"
 #include "weft/runtime.hpp"
@@ -79,9 +87,64 @@ std::size_t parse_bytes(const char* name, const char* text, std::size_t lo, std:
 
 constexpr std::size_t kMinClusterMemory = std::size_t{1} << 20;
 
+// The variables from_environment reads (keep in step with it and with the README's Configuration table).
+constexpr const char* kSettings[] = {
+    "WEFT_NUM_THREADS", "WEFT_MAX_TASKS", "WEFT_STEAL_BATCH", "WEFT_IDLE_PAUSES", "WEFT_LOCAL_COUNTS",
+    "WEFT_BIASED_LOCK", "WEFT_SCHEDULER", "WEFT_LFQ_BUFFER", "WEFT_BIND", "WEFT_IMMEDIATE_SUCCESSOR",
+    "WEFT_PROFILE", "WEFT_TRACE", "WEFT_TRACE_EDGES", "WEFT_TRACE_BUFFER", "WEFT_WATCHDOG", "WEFT_COMM_THREAD",
+    "WEFT_CLUSTER", "WEFT_OFFLOAD_POLICY", "WEFT_EAGER", "WEFT_DIRECT_SATISFY", "WEFT_CLUSTER_MEMORY",
+    "WEFT_CLUSTER_HOLDER_BITS"};
+
+// Edits (insertions, deletions, substitutions, swaps of neighbours) from a to b.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// A WEFT_* variable that is no setting but looks like one (a typo, or another runtime's name for the worker
+// count) is ignored, as any unknown variable is; it gets a warning on stderr, once per name and process. Other
+// WEFT_* names (a program's own) are left alone.
+void warn_misspelled_settings() {
+  static std::mutex m;
+  static std::set<std::string> warned;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    if (entry.substr(0, 5) != "WEFT_") continue;
+    const std::string_view name = entry.substr(0, entry.find('='));
+    const char* best = nullptr;
+    std::size_t best_d = 3;  // at most 2 edits
+    for (const char* s : kSettings) {
+      if (name == s) {
+        best = nullptr;
+        best_d = 0;
+        break;
+      }
+      const std::size_t d = edit_distance(name, s);
+      if (d < best_d) best = s, best_d = d;
+    }
+    if (!best && best_d != 0) {
+      for (std::string_view worker_count : {"WEFT_WORKERS", "WEFT_NUM_WORKERS", "WEFT_THREADS", "WEFT_NTHREADS"})
+        if (name == worker_count) best = "WEFT_NUM_THREADS";
+    }
+    if (!best) continue;
+    std::lock_guard<std::mutex> g(m);
+    if (!warned.insert(std::string(name)).second) continue;
+    std::fprintf(stderr, "weft: warning: %.*s is not a weft setting and is ignored; did you mean %s? (README, "
+                 "Configuration)\n", static_cast<int>(name.size()), name.data(), best);
+  }
+}
+
 }  // namespace
 
 Options Options::from_environment() {
+  warn_misspelled_settings();
   Options o;
   o.num_threads = hardware_threads();
   if (const char* v = std::getenv("WEFT_NUM_THREADS"))

@@ -16,8 +16,8 @@ namespace weft::detail::trace {
 namespace {
 constexpr std::uint32_t kIdBlock = 1024;  // ids a worker takes from the shared counter at once
 
-constexpr const char* kProfileFile = "profile file (WEFT_PROFILE=json:FILE)";
-constexpr const char* kTraceFile = "trace file (WEFT_TRACE)";
+constexpr const char* kProfileFile = "profile file (Options::profile.json_file, WEFT_PROFILE=json:FILE)";
+constexpr const char* kTraceFile = "trace file (Options::profile.trace_file, WEFT_TRACE)";
 
 std::FILE* open_for_writing(const std::string& path, const char* what) {
   std::FILE* f = std::fopen(path.c_str(), "w");

@@ -54,6 +54,40 @@ TEST_F(Config, ConfigErrorIsInvalidArgument) {
   EXPECT_STREQ(e.what(), "x");
 }
 
+// A variable that looks like a setting (a typo, another runtime's name for the worker count) is ignored with a
+// warning naming the setting meant, once per name; a program's own WEFT_* variables get none.
+TEST_F(Config, MisspelledSettingsAreWarnedAbout) {
+  struct Case {
+    const char* name;
+    const char* meant;  // null: no warning
+  } cases[] = {{"WEFT_NUM_THREAD", "WEFT_NUM_THREADS"},
+               {"WEFT_MAXTASKS", "WEFT_MAX_TASKS"},
+               {"WEFT_WORKERS", "WEFT_NUM_THREADS"},
+               {"WEFT_SHEDULER", "WEFT_SCHEDULER"},
+               {"WEFT_MY_APPLICATION_SEED", nullptr}};
+  for (const Case& c : cases) {
+    ::setenv(c.name, "2", 1);
+    testing::internal::CaptureStderr();
+    weft::Options o = weft::Options::from_environment();
+    const std::string first = testing::internal::GetCapturedStderr();
+    testing::internal::CaptureStderr();
+    (void)weft::Options::from_environment();
+    const std::string second = testing::internal::GetCapturedStderr();
+    ::unsetenv(c.name);
+    EXPECT_EQ(o.num_threads, std::thread::hardware_concurrency() ? std::thread::hardware_concurrency() : 1u)
+        << c.name << " changed a setting";
+    if (c.meant) {
+      EXPECT_NE(first.find(std::string("weft: warning: ") + c.name + " is not a weft setting and is ignored; did "
+                           "you mean " + c.meant + "?"),
+                std::string::npos)
+          << c.name << ": " << first;
+      EXPECT_EQ(second, "") << c.name << ": warned twice";
+    } else {
+      EXPECT_EQ(first, "") << c.name;
+    }
+  }
+}
+
 TEST_F(Config, DefaultsWhenUnset) {
   weft::Options o = weft::Options::from_environment();
   EXPECT_GE(o.num_threads, 1u);
