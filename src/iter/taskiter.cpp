@@ -73,6 +73,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -185,6 +186,12 @@ std::string describe(const Access* a, std::size_t n) {
 
 constexpr std::uint32_t kNoReader = ~0u;
 /// A list of readers of a datum (vertices), linked through the loop's reader_links.
+/// An access of a recorded task with many accesses, by address (record_spawn's merge of duplicates).
+struct AccessOrder {
+  std::uintptr_t address;
+  std::uint32_t index;
+};
+
 struct ReaderLink {
   std::uint32_t vertex, next;
 };
@@ -291,7 +298,7 @@ struct IterLoop {
   DataTable data;
   std::vector<ReaderLink> reader_links;  ///< the readers lists of the data (Datum::readers, head_readers)
   std::vector<Access> merge_scratch;          ///< record_spawn's merged accesses
-  std::vector<std::uint32_t> merge_order;     ///< record_spawn: the accesses' indices sorted by address (many)
+  std::vector<AccessOrder> merge_order;       ///< record_spawn: its accesses sorted by address (many of them)
   std::uint32_t current_copy = 0;
   // Reductions: members are recorded as readers of their datum (they touch only their copies), and the group is
   // closed by a combine vertex recorded as a writer of it (inout): the combination then follows the members and
@@ -850,44 +857,38 @@ void update_without_barrier(Worker& w, Loop& L, Context& rcx) {
 
 namespace {
 
-// The accesses of one recorded task, those to the same datum merged into one (different modes join to inout),
-// in the order of their first occurrence. False if a datum is named twice and one access is a reduction. Few
-// accesses: a linear search each; many (spawn_accesses): sorted by address, so that n accesses cost n log n.
-bool merge_accesses(const Access* acc, std::size_t n, std::vector<Access>& merged, std::vector<std::uint32_t>& order) {
-  merged.clear();
-  auto join = [](Access& into, const Access& a) {
-    if (a.mode == AccessMode::reduction || into.mode == AccessMode::reduction) return false;
-    if (into.mode != a.mode) into.mode = AccessMode::inout;
-    return true;
-  };
-  constexpr std::size_t kLinear = 16;
-  if (n <= kLinear) {
-    for (std::size_t i = 0; i < n; ++i) {
-      auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[i].address; });
-      if (it == merged.end())
-        merged.push_back(acc[i]);
-      else if (!join(*it, acc[i]))
-        return false;
-    }
-    return true;
-  }
+// Joins access a into `into`, an earlier access of the same task to the same datum: different modes make an
+// inout. False if either is a reduction (a reduction must be a task's only access to its datum).
+bool join_access(Access& into, const Access& a) {
+  if (a.mode == AccessMode::reduction || into.mode == AccessMode::reduction) return false;
+  if (into.mode != a.mode) into.mode = AccessMode::inout;
+  return true;
+}
+
+// merge_accesses for many accesses (spawn_accesses): sorted by address, so that n accesses cost n log n rather
+// than n^2. Out of line, and with the C library's qsort: an instantiation of std::sort here makes GCC stop
+// inlining the recording's own vector growth (50 more instructions for every recorded task).
+[[gnu::noinline]] bool merge_many_accesses(const Access* acc, std::size_t n, std::vector<Access>& merged,
+                                           std::vector<AccessOrder>& order) {
   order.resize(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
-  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-    const auto pa = reinterpret_cast<std::uintptr_t>(acc[a].address);
-    const auto pb = reinterpret_cast<std::uintptr_t>(acc[b].address);
-    return pa != pb ? pa < pb : a < b;
+  for (std::size_t i = 0; i < n; ++i)
+    order[i] = {reinterpret_cast<std::uintptr_t>(acc[i].address), static_cast<std::uint32_t>(i)};
+  std::qsort(order.data(), n, sizeof(AccessOrder), [](const void* pa, const void* pb) {
+    const auto& a = *static_cast<const AccessOrder*>(pa);
+    const auto& b = *static_cast<const AccessOrder*>(pb);
+    if (a.address != b.address) return a.address < b.address ? -1 : 1;
+    return a.index < b.index ? -1 : a.index > b.index ? 1 : 0;
   });
   // Each datum's first occurrence gathers the modes of the others, which are marked merged away (a mode no
   // access has: record_spawn validated them all); then the survivors close up in index order.
   constexpr auto kMergedAway = static_cast<AccessMode>(0xff);
   merged.assign(acc, acc + n);
   for (std::size_t g = 0; g < n;) {
-    const std::uint32_t first = order[g];
+    const std::uint32_t first = order[g].index;
     std::size_t e = g + 1;
-    for (; e < n && acc[order[e]].address == acc[first].address; ++e) {
-      if (!join(merged[first], acc[order[e]])) return false;
-      merged[order[e]].mode = kMergedAway;
+    for (; e < n && order[e].address == order[g].address; ++e) {
+      if (!join_access(merged[first], acc[order[e].index])) return false;
+      merged[order[e].index].mode = kMergedAway;
     }
     g = e;
   }
@@ -895,6 +896,23 @@ bool merge_accesses(const Access* acc, std::size_t n, std::vector<Access>& merge
   for (std::size_t i = 0; i < n; ++i)
     if (merged[i].mode != kMergedAway) merged[k++] = merged[i];
   merged.resize(k);
+  return true;
+}
+
+// The accesses of one recorded task, those to the same datum merged into one, in the order of their first
+// occurrence. False if a datum is named twice and one access is a reduction. Few accesses: a search each.
+bool merge_accesses(const Access* acc, std::size_t n, std::vector<Access>& merged, std::vector<AccessOrder>& order) {
+  constexpr std::size_t kLinear = 16;
+  if (n > kLinear) [[unlikely]]
+    return merge_many_accesses(acc, n, merged, order);
+  merged.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const Access& x) { return x.address == acc[i].address; });
+    if (it == merged.end())
+      merged.push_back(acc[i]);
+    else if (!join_access(*it, acc[i]))
+      return false;
+  }
   return true;
 }
 
