@@ -968,7 +968,8 @@ Cluster::Cluster(Engine& e) : engine(e) {
 }
 
 Cluster::~Cluster() {
-  comm::MpiEnv::get().announce_teardown();  // before the collective steps (see check_departures)
+  comm::MpiEnv::get().announce_teardown(comm::MpiEnv::Teardown::cluster_runtime);  // before the collective steps
+                                                                                   // (see check_departures)
   if (comm::MpiEnv::mpi_live()) settle_address_space();
   KeptDirectory& kept = kept_directory();  // for the next cluster Runtime of the process (see KeptDirectory)
   kept.cells = std::move(root_state.cells);

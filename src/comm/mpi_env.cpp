@@ -237,6 +237,7 @@ void MpiEnv::receive_departures() {
     } else {
       g.teardown = n.teardown;
       g.teardown_runs = n.runs;
+      g.teardown_what = static_cast<Teardown>(n.kind);
     }
   }
 }
@@ -265,16 +266,19 @@ void MpiEnv::check_departures(std::uint64_t index) noexcept {
     if (x.exited && x.exit_runs < index) fail(r, "has ended its program (returned from main or called exit())", x.exit_runs);
     // A teardown this rank has not reached: the other rank waits in it for this one (a collective).
     if (x.teardown > teardowns_ && x.teardown_runs < index)
-      fail(r, "is destroying a cluster Runtime or a flow graph across ranks (a collective step)", x.teardown_runs);
+      fail(r,
+           x.teardown_what == Teardown::flow_graph ? "is destroying a flow graph across ranks (a collective step)"
+                                                   : "is destroying its cluster Runtime (a collective step)",
+           x.teardown_runs);
   }
 }
 
-void MpiEnv::announce_teardown() noexcept {
+void MpiEnv::announce_teardown(Teardown what) noexcept {
   if (size_ == 1 || !owns_mpi_ || !mpi_live()) return;  // (as the exit notices: when weft finalises MPI)
   TokenScope hold(token_);
   std::lock_guard<std::mutex> g(depart_m_);
   ++teardowns_;
-  send_notice({kTeardownNotice, teardowns_, runs_begun_.load(std::memory_order_relaxed)});
+  send_notice({static_cast<std::uint64_t>(what), teardowns_, runs_begun_.load(std::memory_order_relaxed)});
 }
 
 void MpiEnv::depart() {

@@ -112,10 +112,12 @@ class MpiEnv {
     if ((++calls & 255) == 0) [[unlikely]]
       get().check_departures(index);
   }
+  /// What announce_teardown announces (named in the line of the rank that ends the job).
+  enum class Teardown : std::uint64_t { cluster_runtime = 1, flow_graph = 2 };
   /// A cluster Runtime or a flow graph across ranks is being destroyed (a collective step: the other ranks must
   /// do it too, in the same order relative to their runs): tells the peers, so that a rank still in a run that
   /// needs this one ends the job (check_departures) instead of both waiting. Call it before the collective part.
-  void announce_teardown() noexcept;
+  void announce_teardown(Teardown what) noexcept;
 
   MpiEnv(const MpiEnv&) = delete;
   MpiEnv& operator=(const MpiEnv&) = delete;
@@ -145,9 +147,9 @@ class MpiEnv {
   ProgressToken token_;
 
   // Departures (check_departures): notices of a rank's program ending (kExitNotice, at exit) and of its
-  // destroying a cluster Runtime or a flow graph across ranks (kTeardownNotice, announce_teardown), each with
+  // destroying a cluster Runtime or a flow graph across ranks (announce_teardown), each with
   // the count of runs across ranks it has begun. Rank 0 sends its notices to every rank, the others to rank 0.
-  static constexpr std::uint64_t kExitNotice = 0, kTeardownNotice = 1;
+  static constexpr std::uint64_t kExitNotice = 0;  // else a teardown: its Teardown value
   struct Notice {
     std::uint64_t kind, teardown, runs;  // teardown: its number (1, 2, ...); for an exit, how many there were
   };
@@ -156,6 +158,7 @@ class MpiEnv {
     bool exited = false;
     std::uint64_t exit_runs = 0;
     std::uint64_t teardown = 0, teardown_runs = 0;  // the last teardown announced
+    Teardown teardown_what = Teardown::cluster_runtime;
   };
   /// Sends n to the peers (token and depart_m_ held); the sends complete in depart().
   void send_notice(Notice n);

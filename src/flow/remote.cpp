@@ -121,7 +121,7 @@ class Remote final : public RemoteBase {
 
   // Before the members' collective end (the transport's): a rank still in a fence that needs this one ends the
   // job instead of both waiting (MpiEnv::check_departures).
-  ~Remote() override { comm::MpiEnv::get().announce_teardown(); }
+  ~Remote() override { comm::MpiEnv::get().announce_teardown(comm::MpiEnv::Teardown::flow_graph); }
 
   void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
             std::function<void()> done) override {
