@@ -128,6 +128,10 @@ TEST(Flags, BadFlagsExit2WithAMessage) {
   expect_usage_error(kSerial, "-type fft -width 1", "-type fft needs -width >= 2");
   expect_usage_error(kSerial, "-type spread -width 4 -radix 5", "-type spread needs -radix <= -width");
   expect_usage_error(kSerial, "-type spread -width 10 -radix 3 -period 5", "-type spread needs -period <= ceil");
+  // The default period (3) too large for the width: the message says the period was the default.
+  expect_usage_error(kSerial, "-type spread -width 4 -radix 3",
+                     "-type spread needs -period <= ceil(width / radix) = 2 (got 3) (the default period of -type "
+                     "spread is 3: give -period)");
   expect_usage_error(kSerial, "-type spread -period 0", "-type spread needs -period > 0");
   expect_usage_error(kSerial, "-type stencil_1d -period 2", "-period applies only to -type spread");
   expect_usage_error(kSerial, "-type stencil_1d_periodic -width 2", "-type stencil_1d_periodic needs -width >= 3");

@@ -257,7 +257,11 @@ App::App(int argc, char** argv) {
     try {
       g.check();
     } catch (const std::invalid_argument& e) {
-      usage_error(graphs.size() > 1 ? "graph " + std::to_string(k) + ": " + e.what() : std::string(e.what()));
+      std::string what = e.what();
+      // The period came from the default, not from the command line: say so (and how to change it).
+      if (periodic && !flags[k].period_given && what.find("-period") != std::string::npos)
+        what += " (the default period of -type " + std::string(name_of(g.dependence)) + " is 3: give -period)";
+      usage_error(graphs.size() > 1 ? "graph " + std::to_string(k) + ": " + what : what);
     }
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const unsigned long long memory = pages > 0 && page > 0 ? static_cast<unsigned long long>(pages) * page : 0;
