@@ -324,6 +324,29 @@ bool Engine::idle_round(unsigned r) const {
   return false;
 }
 
+namespace {
+// A worker that is created or woken lands where the kernel puts it, and a guest kernel may put it on the CPU of
+// the thread that created or woke it even while another CPU idles (measured on a 2-core KVM virtual machine,
+// where an idle virtual CPU looks unavailable to the scheduler: the worker then time-shares its waker's CPU for
+// 2-4 ms, until the load balancer moves it, and a fine-grained run executes serially; BENCHMARKS.md, 50). A
+// worker that finds itself there when it starts or wakes leaves that CPU, by removing it from its mask for a
+// moment (which migrates it at once) and then restoring the mask: three system calls, only in that case.
+// Worker 0 (the caller of run(), a thread of the program) is left alone.
+void move_off_wakers_cpu(Worker& w) {
+  Engine& e = *w.engine;
+  if (!e.moves_off_wakers_cpu || w.id == 0 || w.progress_only) return;
+  const int me = sched_getcpu();
+  if (me < 0 || me != e.waker_cpu.load(std::memory_order_relaxed)) return;
+  cpu_set_t mine, others;
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return;
+  others = mine;
+  CPU_CLR(me, &others);
+  if (CPU_COUNT(&others) == 0) return;
+  if (sched_setaffinity(0, sizeof others, &others) != 0) return;
+  sched_setaffinity(0, sizeof mine, &mine);  // free to go anywhere again: the kernel leaves it where it now is
+}
+}  // namespace
+
 void idle_backoff(Worker& w, const WaitCondition* cond) {
   trace::on_idle(w);
   if (w.counted) {
@@ -358,6 +381,7 @@ void idle_backoff(Worker& w, const WaitCondition* cond) {
     // before we get here; without a new polling window we would go back to sleep at once and, on a
     // fine-grained program, miss every later task too (one worker doing all the work while the other sleeps).
     w.idle_rounds = 0;
+    move_off_wakers_cpu(w);
   }
   if (cond && cond->watched) cond->watched->alive.fetch_and(~kChildWaiter, std::memory_order_relaxed);
 }
@@ -513,6 +537,7 @@ void Engine::wake_slow() {
     if ((s & kWaiterMask) == 0 || (s & kWaking)) return;  // nobody waits any more, or a wake-up is on its way
   } while (!idle_.compare_exchange_weak(s, (s | kWaking) + kEpoch, std::memory_order_relaxed,
                                         std::memory_order_relaxed));
+  waker_cpu.store(sched_getcpu(), std::memory_order_relaxed);  // (see move_off_wakers_cpu)
   // A waiter that read the old epoch under the mutex is asleep once we get the mutex: the notify reaches it.
   { std::lock_guard<std::mutex> g(sleep_mutex); }
   sleep_cv.notify_one();
@@ -521,6 +546,7 @@ void Engine::wake_slow() {
 // Release: a waiter that reads the new epoch (or, in its re-check, after a fence) sees what the caller wrote
 // before (running_ or stop_).
 void Engine::wake_all() {
+  waker_cpu.store(sched_getcpu(), std::memory_order_relaxed);  // (see move_off_wakers_cpu)
   idle_.fetch_add(kEpoch, std::memory_order_seq_cst);
   { std::lock_guard<std::mutex> g(sleep_mutex); }
   sleep_cv.notify_all();
@@ -1070,6 +1096,13 @@ Engine::Engine(const Options& o) : options(o) {
     recorder = std::make_unique<trace::Recorder>(*this, options.profile, options.num_threads);
     for (unsigned i = 0; i < options.num_threads; ++i) workers[i]->trace = &recorder->log(i);
   }
+  {
+    cpu_set_t mask;
+    moves_off_wakers_cpu = !options.bind_to_cores && options.num_threads >= 2 &&
+                           sched_getaffinity(0, sizeof mask, &mask) == 0 &&
+                           CPU_COUNT(&mask) >= static_cast<int>(options.num_threads);
+  }
+  waker_cpu.store(sched_getcpu(), std::memory_order_relaxed);  // the creator (see move_off_wakers_cpu)
   for (unsigned i = 1; i < options.num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
   if (progress_worker) progress_thread_ = std::thread([this] { progress_main(); });
 }
@@ -1129,6 +1162,7 @@ void Engine::worker_main(unsigned id) {
   Worker& w = *workers[id];
   tls_worker = &w;
   if (options.bind_to_cores) bind_to_core(id);
+  move_off_wakers_cpu(w);
   while (!stop_.load(std::memory_order_acquire)) {
     if (!running_.load(std::memory_order_acquire)) {
       if (w.trace) [[unlikely]]
@@ -1138,7 +1172,9 @@ void Engine::worker_main(unsigned id) {
       sleep_cv.wait(lk, [&] {
         return stop_.load(std::memory_order_relaxed) || running_.load(std::memory_order_relaxed);
       });
+      lk.unlock();
       w.idle_rounds = 0;  // a new run: poll before sleeping (the last run may have left us in the sleep phase)
+      move_off_wakers_cpu(w);
       continue;
     }
     if (w.trace) [[unlikely]]
@@ -1166,6 +1202,7 @@ void Engine::run_root(const TaskKind* kind, void (*call)(void*, Context&), void*
   const bool rebind = options.bind_to_cores && sched_getaffinity(0, sizeof(caller_affinity), &caller_affinity) == 0;
   if (rebind) bind_to_core(0);
   if (recorder) recorder->begin_run(w);
+  waker_cpu.store(sched_getcpu(), std::memory_order_relaxed);  // (see move_off_wakers_cpu)
   {
     std::lock_guard<std::mutex> g(sleep_mutex);
     running_.store(true, std::memory_order_release);

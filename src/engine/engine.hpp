@@ -324,6 +324,14 @@ class Engine {
   bool idle_round(unsigned r) const;
   /// Between runs: polls for the next run for a while (see engine.cpp). True if one began or the engine stops.
   bool await_next_run(Worker& w);
+  /// A worker started, or woken from a sleep, that finds itself on the CPU of the thread that started or woke
+  /// it moves to another CPU of its mask (move_off_wakers_cpu, engine.cpp). Set when the workers are not
+  /// bound, are at least two and have as many CPUs: there the two would otherwise share one CPU while another
+  /// idles.
+  bool moves_off_wakers_cpu = false;
+  /// The CPU of the thread that last created, woke or started the workers (-1: unknown). Relaxed: a hint.
+  std::atomic<int> waker_cpu{-1};
+
   /// The worker must leave its idle loop: the run ended, or the engine stops.
   bool idle_interrupted() const {
     return stop_.load(std::memory_order_relaxed) || !running_.load(std::memory_order_relaxed);
