@@ -52,9 +52,10 @@
 //       cereal can serialize: std::string, std::vector, std::array, std::map, std::set, std::unordered_map,
 //       std::pair, std::tuple, std::optional, std::variant, std::complex (weft includes cereal's support for
 //       these), user types with a `serialize(Archive&)` member or cereal's other conventions, and other
-//       standard types once the program includes cereal/types/<type>.hpp. graph() refuses a template task with the default keymap whose key or input
-//       value type cannot cross (it would receive from every rank); with a keymap of the program's own, a send
-//       that would cross throws weft::flow::error in the sender.
+//       standard types once the program includes cereal/types/<type>.hpp. graph() refuses a template task
+//       with the default keymap whose key or input value type cannot cross (it would receive from every
+//       rank); with a keymap of the program's own, a send that would cross throws weft::flow::error in the
+//       sender.
 //     - Large values (above 8 KiB) move by a non-blocking transfer straight into the storage the receiving tasks
 //       read (trivially copyable values; serialized ones are decoded from a buffer), and are sent without a copy
 //       from a value shared by several tasks; a value the body still holds (sent as an lvalue) is copied once.
