@@ -111,7 +111,9 @@ TEST(Cluster, DataLeftElsewhereOutlivesTheRuntime) {
       std::int64_t* b = x + r * kLen;
       // Updated on the next rank (the block moves from where the first Runtime left it), then read on rank 0.
       cx.spawn([=] { for (int i = 0; i < kLen; ++i) b[i] += 1; }, weft::inout(b, kLen), weft::node((r + 1) % nodes));
-      cx.spawn([&sums, b] { for (int i = 0; i < kLen; ++i) sums[0] += b[i]; }, weft::in(b, kLen));  // (here)
+      // (here; the readers of different blocks all add to sums[0]: inout orders them)
+      cx.spawn([&sums, b] { for (int i = 0; i < kLen; ++i) sums[0] += b[i]; }, weft::in(b, kLen),
+               weft::inout(sums[0]));
     }
     cx.taskwait();
     for (int i = 0; i < nodes * kLen; ++i) sums[1] += x[i];  // flushed here
