@@ -13,6 +13,7 @@
 
 extern char** environ;  // POSIX
 
+#include "engine/check.hpp"
 #include "weft/profile.hpp"
 #include "weft/runtime.hpp"
 
@@ -87,13 +88,21 @@ std::size_t parse_bytes(const char* name, const char* text, std::size_t lo, std:
 
 constexpr std::size_t kMinClusterMemory = std::size_t{1} << 20;
 
-// The variables from_environment reads (keep in step with it and with the README's Configuration table).
+// The variables from_environment reads (through setting(), which checks them against this list).
 constexpr const char* kSettings[] = {
     "WEFT_NUM_THREADS", "WEFT_MAX_TASKS", "WEFT_STEAL_BATCH", "WEFT_IDLE_PAUSES", "WEFT_LOCAL_COUNTS",
     "WEFT_BIASED_LOCK", "WEFT_SCHEDULER", "WEFT_LFQ_BUFFER", "WEFT_BIND", "WEFT_IMMEDIATE_SUCCESSOR",
     "WEFT_PROFILE", "WEFT_TRACE", "WEFT_TRACE_EDGES", "WEFT_TRACE_BUFFER", "WEFT_WATCHDOG", "WEFT_COMM_THREAD",
     "WEFT_CLUSTER", "WEFT_OFFLOAD_POLICY", "WEFT_EAGER", "WEFT_DIRECT_SATISFY", "WEFT_CLUSTER_MEMORY",
     "WEFT_CLUSTER_HOLDER_BITS"};
+
+// getenv for a setting: the name must be in kSettings, the list the misspelling check compares against (checked
+// in the builds with WEFT_INTERNAL_CHECKS, which run every variable's tests).
+const char* setting(const char* name) {
+  WEFT_ASSERT(std::find_if(std::begin(kSettings), std::end(kSettings),
+                           [&](const char* s) { return std::strcmp(s, name) == 0; }) != std::end(kSettings));
+  return std::getenv(name);
+}
 
 // Edits (insertions, deletions, substitutions, swaps of neighbours) from a to b.
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -148,17 +157,17 @@ Options Options::from_environment() {
   warn_misspelled_settings();
   Options o;
   o.num_threads = hardware_threads();
-  if (const char* v = std::getenv("WEFT_NUM_THREADS"))
+  if (const char* v = setting("WEFT_NUM_THREADS"))
     o.num_threads = static_cast<unsigned>(parse_integer("WEFT_NUM_THREADS", v, 1, kMaxThreads));
-  if (const char* v = std::getenv("WEFT_MAX_TASKS"))
+  if (const char* v = setting("WEFT_MAX_TASKS"))
     o.max_tasks = static_cast<std::size_t>(parse_integer("WEFT_MAX_TASKS", v, 1, kMaxMaxTasks));
-  if (const char* v = std::getenv("WEFT_STEAL_BATCH"))
+  if (const char* v = setting("WEFT_STEAL_BATCH"))
     o.steal_batch = static_cast<unsigned>(parse_integer("WEFT_STEAL_BATCH", v, 1, kMaxStealBatch));
-  if (const char* v = std::getenv("WEFT_IDLE_PAUSES"))
+  if (const char* v = setting("WEFT_IDLE_PAUSES"))
     o.idle_pauses = static_cast<unsigned>(parse_integer("WEFT_IDLE_PAUSES", v, 0, kMaxIdlePauses));
-  if (const char* v = std::getenv("WEFT_LOCAL_COUNTS")) o.local_counts = parse_flag("WEFT_LOCAL_COUNTS", v);
-  if (const char* v = std::getenv("WEFT_BIASED_LOCK")) o.biased_lock = parse_flag("WEFT_BIASED_LOCK", v);
-  if (const char* v = std::getenv("WEFT_SCHEDULER")) {
+  if (const char* v = setting("WEFT_LOCAL_COUNTS")) o.local_counts = parse_flag("WEFT_LOCAL_COUNTS", v);
+  if (const char* v = setting("WEFT_BIASED_LOCK")) o.biased_lock = parse_flag("WEFT_BIASED_LOCK", v);
+  if (const char* v = setting("WEFT_SCHEDULER")) {
     if (std::strcmp(v, "llp") == 0)
       o.scheduler = Scheduler::llp;
     else if (std::strcmp(v, "lfq") == 0)
@@ -166,9 +175,9 @@ Options Options::from_environment() {
     else
       throw config_error(std::string("weft: WEFT_SCHEDULER='") + v + "' is invalid: expected llp or lfq");
   }
-  if (const char* v = std::getenv("WEFT_LFQ_BUFFER"))
+  if (const char* v = setting("WEFT_LFQ_BUFFER"))
     o.lfq_buffer = static_cast<unsigned>(parse_integer("WEFT_LFQ_BUFFER", v, 1, kMaxLfqBuffer));
-  if (const char* v = std::getenv("WEFT_BIND")) {
+  if (const char* v = setting("WEFT_BIND")) {
     if (std::strcmp(v, "cores") == 0)
       o.bind_to_cores = true;
     else if (std::strcmp(v, "none") == 0)
@@ -176,7 +185,7 @@ Options Options::from_environment() {
     else
       throw config_error(std::string("weft: WEFT_BIND='") + v + "' is invalid: expected 'cores' or 'none'");
   }
-  if (const char* v = std::getenv("WEFT_IMMEDIATE_SUCCESSOR")) {
+  if (const char* v = setting("WEFT_IMMEDIATE_SUCCESSOR")) {
     if (std::strcmp(v, "1") == 0)
       o.immediate_successor = true;
     else if (std::strcmp(v, "0") == 0)
@@ -185,7 +194,7 @@ Options Options::from_environment() {
       throw config_error(std::string("weft: WEFT_IMMEDIATE_SUCCESSOR='") + v + "' is invalid: expected 1 or 0");
   }
   // Profiling and tracing (see ProfileOptions).
-  if (const char* v = std::getenv("WEFT_PROFILE")) {
+  if (const char* v = setting("WEFT_PROFILE")) {
     if (std::strcmp(v, "1") == 0) {
       o.profile.enabled = o.profile.print = true;
     } else if (std::strncmp(v, "json:", 5) == 0 && v[5] != '\0') {
@@ -195,12 +204,12 @@ Options Options::from_environment() {
       throw config_error(std::string("weft: WEFT_PROFILE='") + v + "' is invalid: expected 1, 0 or json:FILE");
     }
   }
-  if (const char* v = std::getenv("WEFT_TRACE")) {
+  if (const char* v = setting("WEFT_TRACE")) {
     // Empty is rejected as for every other variable: a script's unset file variable must not silently mean off.
     if (v[0] == '\0') throw config_error("weft: WEFT_TRACE='' is invalid: expected a file name");
     o.profile.trace_file = rank_file_name(v);
   }
-  if (const char* v = std::getenv("WEFT_TRACE_EDGES")) {
+  if (const char* v = setting("WEFT_TRACE_EDGES")) {
     if (std::strcmp(v, "1") == 0)
       o.profile.trace_edges = true;
     else if (std::strcmp(v, "0") == 0)
@@ -208,10 +217,10 @@ Options Options::from_environment() {
     else
       throw config_error(std::string("weft: WEFT_TRACE_EDGES='") + v + "' is invalid: expected 1 or 0");
   }
-  if (const char* v = std::getenv("WEFT_TRACE_BUFFER"))
+  if (const char* v = setting("WEFT_TRACE_BUFFER"))
     o.profile.trace_buffer = static_cast<std::size_t>(parse_integer("WEFT_TRACE_BUFFER", v, 1, kMaxTraceBuffer));
-  if (const char* v = std::getenv("WEFT_WATCHDOG")) o.watchdog_seconds = parse_seconds("WEFT_WATCHDOG", v, kMaxWatchdog);
-  if (const char* v = std::getenv("WEFT_COMM_THREAD")) {
+  if (const char* v = setting("WEFT_WATCHDOG")) o.watchdog_seconds = parse_seconds("WEFT_WATCHDOG", v, kMaxWatchdog);
+  if (const char* v = setting("WEFT_COMM_THREAD")) {
     if (std::strcmp(v, "auto") == 0)
       o.comm_thread = CommThread::automatic;
     else if (std::strcmp(v, "on") == 0)
@@ -221,8 +230,8 @@ Options Options::from_environment() {
     else
       throw config_error(std::string("weft: WEFT_COMM_THREAD='") + v + "' is invalid: expected auto, on or off");
   }
-  if (const char* v = std::getenv("WEFT_CLUSTER")) o.cluster = parse_flag("WEFT_CLUSTER", v);
-  if (const char* v = std::getenv("WEFT_OFFLOAD_POLICY")) {
+  if (const char* v = setting("WEFT_CLUSTER")) o.cluster = parse_flag("WEFT_CLUSTER", v);
+  if (const char* v = setting("WEFT_OFFLOAD_POLICY")) {
     if (std::strcmp(v, "locality") == 0)
       o.offload_policy = OffloadPolicy::locality;
     else if (std::strcmp(v, "round-robin") == 0)
@@ -233,11 +242,11 @@ Options Options::from_environment() {
       throw config_error(std::string("weft: WEFT_OFFLOAD_POLICY='") + v +
                          "' is invalid: expected locality, round-robin or random");
   }
-  if (const char* v = std::getenv("WEFT_EAGER")) o.eager_transfers = parse_flag("WEFT_EAGER", v);
-  if (const char* v = std::getenv("WEFT_DIRECT_SATISFY")) o.direct_satisfy = parse_flag("WEFT_DIRECT_SATISFY", v);
-  if (const char* v = std::getenv("WEFT_CLUSTER_MEMORY"))
+  if (const char* v = setting("WEFT_EAGER")) o.eager_transfers = parse_flag("WEFT_EAGER", v);
+  if (const char* v = setting("WEFT_DIRECT_SATISFY")) o.direct_satisfy = parse_flag("WEFT_DIRECT_SATISFY", v);
+  if (const char* v = setting("WEFT_CLUSTER_MEMORY"))
     o.cluster_memory = parse_bytes("WEFT_CLUSTER_MEMORY", v, kMinClusterMemory, kMaxClusterMemory);
-  if (const char* v = std::getenv("WEFT_CLUSTER_HOLDER_BITS"))
+  if (const char* v = setting("WEFT_CLUSTER_HOLDER_BITS"))
     o.cluster_holder_bits = static_cast<unsigned>(parse_integer("WEFT_CLUSTER_HOLDER_BITS", v, 1, 63));
   return o;
 }

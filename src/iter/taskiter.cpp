@@ -185,13 +185,13 @@ std::string describe(const Access* a, std::size_t n) {
 }
 
 constexpr std::uint32_t kNoReader = ~0u;
-/// A list of readers of a datum (vertices), linked through the loop's reader_links.
 /// An access of a recorded task with many accesses, by address (record_spawn's merge of duplicates).
 struct AccessOrder {
   std::uintptr_t address;
   std::uint32_t index;
 };
 
+/// A list of readers of a datum (vertices), linked through the loop's reader_links.
 struct ReaderLink {
   std::uint32_t vertex, next;
 };
@@ -297,8 +297,8 @@ struct IterLoop {
   std::vector<std::uint32_t> mark;  ///< last target linked from each task (duplicate intra edges)
   DataTable data;
   std::vector<ReaderLink> reader_links;  ///< the readers lists of the data (Datum::readers, head_readers)
-  std::vector<Access> merge_scratch;          ///< record_spawn's merged accesses
-  std::vector<AccessOrder> merge_order;       ///< record_spawn: its accesses sorted by address (many of them)
+  std::vector<Access> merge_scratch;     ///< record_spawn's merged accesses
+  std::vector<AccessOrder> merge_order;  ///< record_spawn: its accesses sorted by address (many of them)
   std::uint32_t current_copy = 0;
   // Reductions: members are recorded as readers of their datum (they touch only their copies), and the group is
   // closed by a combine vertex recorded as a writer of it (inout): the combination then follows the members and
