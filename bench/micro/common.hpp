@@ -6,6 +6,7 @@
 
 #include <x86intrin.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -68,6 +69,15 @@ inline double process_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+/// One of `n` tasks that wake a system's workers before a timed run (each system's wake()): counts itself in
+/// `arrived`, then spins until all n have (so that each ran on its own worker) or 1 s has passed (a system that
+/// runs them one after the other must not hang the benchmark).
+inline void rendezvous(std::atomic<int>& arrived, int n) {
+  arrived.fetch_add(1);
+  const double give_up = now_s() + 1.0;
+  while (arrived.load() < n && now_s() < give_up) std::this_thread::yield();
 }
 
 /// Waits until the threads of this process stop using the CPU (idle runtime threads of OpenMP/TBB/weft spin

@@ -27,6 +27,10 @@ Result independent(long long n, int workers);
 /// As independent, task i with weft::priority(task_priority(i, levels)).
 Result priority(long long n, int levels, int workers);
 std::string describe();
+/// Wakes runtime(workers)'s workers (one task per worker, each waiting until all have started), so that the
+/// timed run that follows does not include a sleeping worker's wake-up. Also serves the flow graphs, which run
+/// on runtime(workers).
+void wake(int workers);
 
 /// Ping-pong between 2 workers: hop i spawns hop i + 1 and spins until it has started, so every hop crosses
 /// workers (a steal). `gap_us`: busy time before each spawn (long enough for the other worker to fall asleep).
@@ -66,5 +70,7 @@ Result chain(int deps, long long n, long long block);
 Result tree(int height, std::uint64_t cycles, int workers);
 /// One task_group, n x run() from one producer, then wait(); task_arena of `workers` threads.
 Result independent(long long n, int workers);
+/// Wakes the task_arena of `workers` threads: one task per thread, each waiting until all have started.
+void wake(int workers);
 std::string describe();
 }  // namespace wbench::tbbk

@@ -65,8 +65,9 @@ usage: weft-bench-micro [options]
   --libomp-chain-tasks=N  chain, libomp with 2 threads: at most N tasks (default 2e5; marked * in the table).
                        It keeps every task of the chain in memory until the final taskwait (~1.5 KB each)
                        and takes microseconds per task, independent of N.
-  --no-warmup          no untimed warm-up runs (one per configuration at 1/20 of the size, and a primer of
-                       a few hundred tasks just before each timed run, which wakes the system's workers)
+  --no-warmup          no untimed warm-up runs (one per configuration at 1/20 of the size, and just before each
+                       timed run a primer of a few hundred tasks, then one task per worker that waits until
+                       every worker has started one: each system's workers are awake when the timing starts)
   --no-quiesce         do not wait for idle runtime threads to stop spinning after each timed run
   --watchdog=S         abort (exit 3) if one run takes longer than S seconds (default 600): a hung runtime
   -h, --help
@@ -371,6 +372,12 @@ class OmpServer {
     return r;
   }
 
+  void wake(int workers) {
+    std::string reply;
+    if (!request("wake " + std::to_string(workers), reply))
+      throw std::runtime_error("the LLVM OpenMP peer failed on 'wake'");
+  }
+
   /// Returns once the server's threads have stopped spinning (true), or after 2 s (false).
   bool quiesce() {
     std::string reply;
@@ -636,13 +643,38 @@ struct Bencher {
     }).detach();
   }
 
-  // A few hundred tasks of the same kind (untimed), run just before a timed run so that the system's worker
-  // threads, put to sleep by settle(), are awake: the timed run measures throughput, not wake-up latency.
+  // A few hundred tasks of the same kind (untimed), run just before a timed run (then wake()): caches and pools
+  // are warm, and the system's worker threads, put to sleep by settle(), are awake: the timed run measures
+  // throughput, not wake-up latency.
   static Config primer(const Config& c) {
     Config p = c;
     if (c.bench == Bench::tree) p.height = std::min(c.height, 4);
     else p.n = std::min(c.n, 1000LL);
     return p;
+  }
+
+  // Every worker of system s awake and looking for work, just before a timed run of c on several workers: the
+  // primer alone does not ensure it (one worker can run a few hundred short tasks before another wakes), and on
+  // a virtual machine an idle CPU can take milliseconds to wake, which the run would time.
+  void wake(int s, const Config& c) {
+    if (c.workers < 2 || c.bench == Bench::chain) return;  // the chains run on one worker
+    switch (llp_system(s)) {
+      case kWeft:
+      case kFlow: {
+        wbench::weftk::set_lfq(llp_system(s) != s);
+        wbench::weftk::wake(c.workers);
+        wbench::weftk::set_lfq(false);
+        break;
+      }
+#if WEFT_BENCH_HAVE_GOMP
+      case kGomp: wbench::omp::wake(c.workers); break;
+#endif
+      case kLibomp: libomp.wake(c.workers); break;
+#if WEFT_BENCH_HAVE_TBB
+      case kTbb: wbench::tbbk::wake(c.workers); break;
+#endif
+      default: break;
+    }
   }
 
   // The configuration system s actually runs: libomp's two-thread chain is capped (see --libomp-chain-tasks).
@@ -654,7 +686,7 @@ struct Bencher {
   bool capped(int s, const Config& c) const { return effective(s, c).n != c.n; }
 
   // One configuration: a warm-up run of each system (1/20 of the size: touches memory, starts threads), then
-  // opt.reps timed runs of each system, interleaved (primer, timed run, settle).
+  // opt.reps timed runs of each system, interleaved (primer, wake, timed run, settle).
   Row measure(const Config& c, const Config& warm) {
     set_current(c);
     Row row;
@@ -673,7 +705,10 @@ struct Bencher {
         const int s = row.systems[k];
         const Config e = effective(s, c);
         progress.fetch_add(1, std::memory_order_relaxed);
-        if (opt.warmup) check(s, prime, run(s, prime));
+        if (opt.warmup) {
+          check(s, prime, run(s, prime));
+          wake(s, c);
+        }
         const Result r = run(s, e);
         check(s, e, r);
         row.ns[k].push_back(r.seconds * 1e9 / double(e.tasks()));

@@ -196,6 +196,14 @@ Result priority(long long n, int levels, int workers) {
   return independent_result(t1 - t0, done);
 }
 
+void wake(int workers) {
+  if (workers < 2) return;
+#pragma omp parallel num_threads(workers)
+  {
+#pragma omp barrier
+  }
+}
+
 std::string describe() {
   std::string s;
 #if defined(__clang__)

@@ -26,6 +26,10 @@ Result independent(long long n, int workers);
 /// As independent, task i with priority(task_priority(i, levels)) (warns if OMP_MAX_TASK_PRIORITY is lower).
 Result priority(long long n, int levels, int workers);
 
+/// A parallel region of `workers` threads that all reach a barrier: the team's threads are awake (and spin, for
+/// the runtime's spin time) when the timed region that follows starts.
+void wake(int workers);
+
 /// "<compiler> <version>, OpenMP <_OPENMP>".
 std::string describe();
 

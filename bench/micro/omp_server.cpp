@@ -6,6 +6,7 @@
 //   chain <deps> <tasks> <mode>       -> ok <seconds> <check 0|1> <got> <want>     mode 1: one thread, 2: two
 //   tree <height> <cycles> <workers>  -> ok <seconds> <check 0|1> <got> <want>
 //   independent <tasks> <workers>     -> ok <seconds> <check 0|1> <got> <want>
+//   wake <workers>                    -> ok awake   (a parallel region of `workers` threads: wbench::omp::wake)
 //   quiesce                           -> ok idle|busy   (once this process's threads have stopped spinning
 //                                      (see wbench::quiesce: libomp's idle threads spin for KMP_BLOCKTIME),
 //                                      or "busy" if they still spin after 2 s)
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
       return 0;
     } else if (std::strcmp(cmd, "quiesce") == 0) {
       std::printf(wbench::quiesce() ? "ok idle\n" : "ok busy\n");
+      measured = false;
+    } else if (std::strcmp(cmd, "wake") == 0 && got == 2) {
+      wbench::omp::wake(int(a));
+      std::printf("ok awake\n");
       measured = false;
     } else if (std::strcmp(cmd, "describe") == 0) {
       std::printf("ok %s\n", wbench::omp::describe().c_str());

@@ -5,6 +5,7 @@
 #include <oneapi/tbb/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <vector>
@@ -115,6 +116,16 @@ Result independent(long long n, int workers) {
   });
   const double t1 = now_s();
   return independent_result(t1 - t0, done);
+}
+
+void wake(int workers) {
+  if (workers < 2) return;
+  std::atomic<int> arrived{0};
+  arena(workers).execute([&] {
+    tbb::task_group g;
+    for (int k = 0; k < workers; ++k) g.run([&] { rendezvous(arrived, workers); });
+    g.wait();
+  });
 }
 
 std::string describe() {

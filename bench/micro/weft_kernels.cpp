@@ -269,6 +269,14 @@ Result replay(ReplayGraph g, ReplayMode mode, long long m, long long iters, int 
   return checked(t1 - t0, got, m * iters);
 }
 
+void wake(int workers) {
+  if (workers < 2) return;
+  std::atomic<int> arrived{0};
+  runtime(workers).run([&](weft::Context& cx) {
+    for (int k = 0; k < workers; ++k) cx.spawn([&] { rendezvous(arrived, workers); });
+  });
+}
+
 std::string describe() {
   const weft::Options o = weft::Options::from_environment();
   return "weft (max_tasks " + std::to_string(o.max_tasks) + ", immediate_successor " +
