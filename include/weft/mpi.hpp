@@ -41,7 +41,9 @@
 //   from other threads during a run) must then go through weft::mpi::serialized(f). Under
 //   MPI_THREAD_MULTIPLE no lock is taken.
 // * Traffic: weft never touches the program's communicators beyond the operations it is asked to post; its own
-//   distributed front ends (weft::flow) use private duplicates of MPI_COMM_WORLD, so the two never mix.
+//   distributed front ends (weft::flow) use private duplicates of MPI_COMM_WORLD, so the two never mix. These
+//   calls are local: nothing collective happens behind them, so one rank may post through weft::mpi while the
+//   others use plain MPI (initialise MPI in the program then: MPI_Init is made by every rank).
 // * Where: dependency tasks (Context::spawn), tasks recorded by a taskiter (they post fresh requests every
 //   iteration: the time loop of a halo exchange is discovered once), and the root function of Runtime::run;
 //   not a taskiter body itself (weft::taskiter_error, as for Event).

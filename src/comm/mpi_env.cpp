@@ -191,16 +191,23 @@ MpiEnv::MpiEnv() {
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) max_tag_ = *static_cast<int*>(ub) - 1;  // "below MPI_TAG_UB"
   if (max_tag_ < 32766) max_tag_ = 32766;                  // the standard's minimum for MPI_TAG_UB is 32767
-  // Our own handler on our own communicator (inherited by the transports' duplicates): the program's handler
-  // on MPI_COMM_WORLD may be MPI_ERRORS_RETURN, and weft does not check return codes on its fast path.
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
-  MPI_Comm_create_errhandler(on_mpi_error, &errhandler_);
-  MPI_Comm_set_errhandler(comm_, errhandler_);
   // MPI_Finalize deletes MPI_COMM_SELF's attributes first (MPI 3.1, 8.7.1): the hook frees weft's
   // communicator when the program finalises MPI itself, before the library goes away.
   MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &MpiEnv::on_finalize, &finalize_key_, nullptr);
   MPI_Comm_set_attr(MPI_COMM_SELF, finalize_key_, this);
   gone_.assign(static_cast<std::size_t>(size_), Gone{});
+}
+
+MPI_Comm MpiEnv::comm() {
+  std::call_once(comm_made_, [this] {
+    if (!mpi_live()) return;
+    // Our own handler on our own communicator (inherited by the transports' duplicates): the program's handler
+    // on MPI_COMM_WORLD may be MPI_ERRORS_RETURN, and weft does not check return codes on its fast path.
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_create_errhandler(on_mpi_error, &errhandler_);
+    MPI_Comm_set_errhandler(comm_, errhandler_);
+  });
+  return comm_;
 }
 
 // The peers a rank exchanges notices with: rank 0 with every rank, the others with rank 0.
@@ -215,6 +222,7 @@ void for_each_peer(int rank, int size, F&& f) {
 }  // namespace
 
 void MpiEnv::send_notice(Notice n) {
+  if (comm_ == MPI_COMM_NULL) return;  // no step across ranks has made it (see comm()): nothing to announce
   notices_.push_back(n);  // (a deque: the buffers stay where they are until the sends complete)
   for_each_peer(rank_, size_, [&](int d) {
     notice_sends_.emplace_back();
@@ -223,6 +231,7 @@ void MpiEnv::send_notice(Notice n) {
 }
 
 void MpiEnv::receive_departures() {
+  if (comm_ == MPI_COMM_NULL) return;
   for (;;) {
     int flag = 0;
     MPI_Status st;
@@ -284,6 +293,9 @@ void MpiEnv::announce_teardown(Teardown what) noexcept {
 void MpiEnv::depart() {
   TokenScope hold(token_);
   std::lock_guard<std::mutex> g(depart_m_);
+  // Every rank departs (where weft initialised MPI: all of them, in an SPMD program), so the communicator can
+  // be made here when no step across ranks made it.
+  if (comm() == MPI_COMM_NULL) return;
   send_notice({kExitNotice, teardowns_, runs_begun_.load(std::memory_order_relaxed)});
   // Every rank sends its notices before it enters the barrier: once the barrier completes, the notices still
   // to receive have all been sent, each peer's exit notice after its other ones (MPI keeps their order).

@@ -12,8 +12,8 @@
 //     worker thread, never only from the main one. Serialised is enough for weft itself because all of its MPI
 //     calls are made under one process-wide try-lock (ProgressToken).
 //   - MPI already finalised: refused.
-// weft duplicates MPI_COMM_WORLD (each Transport duplicates that again) and never touches the program's
-// communicators. Its communicators abort the job with a rank-tagged line on any MPI error, whatever error
+// weft duplicates MPI_COMM_WORLD (each Transport duplicates that again; see comm()) and never touches the
+// program's communicators. Its communicators abort the job with a rank-tagged line on any MPI error, whatever error
 // handler the program set on MPI_COMM_WORLD.
 #pragma once
 
@@ -55,8 +55,12 @@ class MpiEnv {
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
-  /// weft's duplicate of MPI_COMM_WORLD (MPI_COMM_NULL once MPI has been finalised).
-  MPI_Comm comm() const noexcept { return comm_; }
+  /// weft's duplicate of MPI_COMM_WORLD (MPI_COMM_NULL once MPI has been finalised). Made by the first call,
+  /// which is therefore collective: only steps that every rank takes call it (a Transport's construction, the
+  /// departure at exit), under the progress token. Not get(): weft::mpi, which only posts the program's own
+  /// operations, sets the environment up from a task on one rank, where a collective would wait for ranks
+  /// that never call it.
+  MPI_Comm comm();
   /// The thread level MPI granted (MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE).
   int thread_level() const noexcept { return level_; }
   /// True when weft called MPI_Init_thread (and so will call MPI_Finalize at exit).
@@ -142,6 +146,7 @@ class MpiEnv {
   int rank_ = 0, size_ = 1, level_ = MPI_THREAD_SINGLE, max_tag_ = 32766;
   bool owns_mpi_ = false;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::once_flag comm_made_;
   MPI_Errhandler errhandler_ = MPI_ERRHANDLER_NULL;
   int finalize_key_ = MPI_KEYVAL_INVALID;
   ProgressToken token_;
