@@ -10,9 +10,14 @@
 // Environment (read by weft::Runtime() / Options::from_environment(), see ProfileOptions in runtime.hpp):
 //   WEFT_PROFILE=1            print this profile to stderr at the end of every run
 //   WEFT_PROFILE=json:FILE    write the profiles as JSON to FILE ({"runs": [...]}, one entry per run)
-//   WEFT_PROFILE=0            off (the default; so is an empty value)
+//   WEFT_PROFILE=0            off (the default when unset; an empty value is refused, as for every WEFT_*)
 //   WEFT_TRACE=FILE.json      write a Chrome / Perfetto trace-event file when the Runtime is destroyed
-//   WEFT_TRACE_EDGES=1        also record dependency edges (flow arrows in the trace)
+//                             (only then: the Runtime's construction checks that FILE can be written but
+//                             leaves it as it was, so a process that ends without destroying the Runtime,
+//                             by exit() or a crash, writes no trace and keeps an older FILE; FILE must not
+//                             be the profile's file)
+//   WEFT_TRACE_EDGES=1        also record dependency edges (flow arrows in the trace; each takes a buffer
+//                             slot, recorded when the successor is spawned)
 //   WEFT_TRACE_BUFFER=N       trace events per worker (default 2^20, preallocated; tracing stops, with one
 //                             warning, when a worker's buffer is full)
 // In a job of several processes (MPI ranks, see process_rank()), the files of WEFT_PROFILE=json:FILE and
@@ -35,7 +40,11 @@
 // Tasks run inline while a body waits (taskwait, throttling) count as their own work, not the waiter's.
 //
 // Profile file: {"weft_profile": 1, "rank": R, "ranks": N, "runs": [to_json(run), ...]}; a run's "counters"
-// holds its CounterSections as {"section": {"counter": value}} (a name ending in "_s" is seconds).
+// holds its CounterSections as {"section": {"counter": value}} (a name ending in "_s" is seconds). Rewritten
+// at the end of every run, and valid JSON after each: when a run's profile cannot be written (a full disk),
+// the file keeps the runs before it, no later run is written, and the process exits with status 2 at its end.
+// Labels: a task's weft::label need only outlive its run (the trace keeps a copy of each name); both files
+// are UTF-8, a label's bytes that are not well-formed UTF-8 becoming U+FFFD.
 //
 // Trace file (Chrome trace-event JSON; open it in https://ui.perfetto.dev or chrome://tracing):
 //   * the process: pid = rank + 1 (1 for a single process), named "weft", or "rank R" in a job of several.
@@ -47,7 +56,13 @@
 //     per task body that spawned children, from its first spawn to the end of its last, args {id, children}.
 //   * runs and front-end phases (e.g. recording / replaying an iteration) as async events (cat "run",
 //     "phase"); with WEFT_TRACE_EDGES=1, flow events ("s"/"f", cat "dep") from each predecessor's span to
-//     its successor's (edges through weft's internal join nodes are drawn to the tasks behind them).
+//     its successor's (edges through weft's internal join nodes are drawn to the tasks behind them). Only
+//     dependency-task edges: a flow graph's sends (weft/flow.hpp) draw no arrows.
+//   * MPI requests bound to tasks (weft/mpi.hpp) as async events (cat "mpi", args {task, peer, bytes}), on
+//     the track of the worker that completed them, or with a communication thread on its own track (tid =
+//     number of workers, named "communication thread").
+//   * A task that threw has its span like any other (the exception is not marked); a cancelled task (a
+//     failed predecessor's dependent) runs no body and has no span.
 //   * "otherData": {"weft_trace": 1, "workers": N, "rank": R, "ranks": N, "origin_unix_ns": wall-clock time of
 //     ts 0 (lines up the traces of several ranks), "truncated": bool, "dropped_after_us": t}.
 #pragma once

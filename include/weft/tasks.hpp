@@ -37,7 +37,8 @@
 //   most recently queued first among equal priorities. The order is per worker (a thief takes its victim's
 //   positive priorities, then its oldest default-priority task, then its negative priorities), and a
 //   preference, not a dependency: README.md (`weft::priority`) lists what a program may rely on.
-// * label("name"): a name for profiles and traces; the string must outlive the run (use a literal).
+// * label("name"): a name for profiles and traces; the string must outlive the run (a literal is simplest;
+//   the trace, written when the Runtime goes, keeps a copy).
 // * Exceptions: an exception escaping a body is captured; tasks that depend on the failed task, directly or
 //   transitively, are cancelled (bodies skipped, counted in Stats::tasks_cancelled); independent tasks run.
 //   The first exception is rethrown by the parent's next taskwait()/taskwait_on(); if the parent's body ends

@@ -8,6 +8,11 @@
 #include <cstring>
 #include <map>
 #include <thread>
+#include <unordered_map>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "trace/hooks.hpp"
 
@@ -24,6 +29,27 @@ std::FILE* open_for_writing(const std::string& path, const char* what) {
   if (!f)
     throw config_error(std::string("weft: ") + what + " '" + path + "' cannot be created: " + std::strerror(errno));
   return f;
+}
+
+// The trace file is written only when the Runtime goes: here it is only checked, and left as it was (a program
+// that ends without destroying its Runtime must not leave an empty file, or wipe an earlier trace). A file
+// this check creates is removed again. Refused: a path that cannot be opened for writing, and the profile's
+// own file (`profile`, open), which both would write.
+void check_trace_path(const std::string& path, std::FILE* profile) {
+  struct stat before {};
+  const bool existed = ::stat(path.c_str(), &before) == 0;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0)
+    throw config_error(std::string("weft: ") + kTraceFile + " '" + path + "' cannot be created: " +
+                       std::strerror(errno));
+  struct stat st {}, ps {};
+  const bool same = profile && ::fstat(fd, &st) == 0 && ::fstat(fileno(profile), &ps) == 0 && S_ISREG(st.st_mode) &&
+                    st.st_dev == ps.st_dev && st.st_ino == ps.st_ino;
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());
+  if (same)
+    throw config_error(std::string("weft: the ") + kTraceFile + " and the " + kProfileFile + " are the same file '" +
+                       path + "': give each its own");
 }
 
 // A profile or trace that could not be written is lost output, so the process must not end with status 0:
@@ -264,13 +290,14 @@ Recorder::Recorder(Engine& e, const ProfileOptions& o, unsigned workers)
   if (!o.trace_file.empty()) {
     trace_path_ = o.trace_file;
     try {
-      trace_file_ = open_for_writing(trace_path_, kTraceFile);
+      check_trace_path(trace_path_, json_file_);
     } catch (...) {
       if (json_file_) std::fclose(json_file_);
       throw;
     }
+    tracing_ = true;
   }
-  const std::size_t cap = trace_file_ ? o.trace_buffer : 0;
+  const std::size_t cap = tracing_ ? o.trace_buffer : 0;
   for (unsigned i = 0; i < workers; ++i) logs_.push_back(std::make_unique<Log>(*this, i, cap));
   foreign_capacity_ = cap;
   at_begin_.resize(workers);
@@ -279,7 +306,6 @@ Recorder::Recorder(Engine& e, const ProfileOptions& o, unsigned workers)
 
 Recorder::~Recorder() {
   if (json_file_ && std::fclose(json_file_) != 0) output_failed(kProfileFile, json_path_, std::strerror(errno));
-  if (trace_file_) std::fclose(trace_file_);  // only if finish() was not called: nothing written
 }
 
 void Recorder::buffer_full(const Log& l) {
@@ -287,8 +313,9 @@ void Recorder::buffer_full(const Log& l) {
     stopped_at_ = clock_.now();
     std::fprintf(stderr,
                  "weft: trace buffer of worker %u is full (%zu events, WEFT_TRACE_BUFFER / "
-                 "ProfileOptions::trace_buffer): tracing stopped; '%s' will hold the events before this point\n",
-                 l.worker, l.capacity, trace_path_.c_str());
+                 "ProfileOptions::trace_buffer%s): tracing stopped; '%s' will hold the events before this point\n",
+                 l.worker, l.capacity, edges_ ? "; with WEFT_TRACE_EDGES each dependency takes one too" : "",
+                 trace_path_.c_str());
   }
 }
 
@@ -322,6 +349,7 @@ void Recorder::end_run(Worker& w0) {
     if (Event* e = l0.slot())
       *e = Event{run_begin_, end, "run", 0, 0, static_cast<std::int32_t>(std::min<std::uint64_t>(runs_, INT32_MAX)),
                  Kind::run};
+  if (tracing()) keep_names();
   clock_.calibrate();
   Profile p = build_profile(run_begin_, end);
   if (print_) {
@@ -332,6 +360,22 @@ void Recorder::end_run(Worker& w0) {
   if (json_file_) append_json(p);
   std::lock_guard<std::mutex> g(profile_mutex_);
   last_ = std::move(p);
+}
+
+// The trace is written when the Runtime goes, but a label need only outlive its run (weft/tasks.hpp): the
+// run's events get copies of their names, one per distinct name, kept until then.
+void Recorder::keep_names() {
+  std::unordered_map<const char*, const char*> copied;  // this run's: a pointer may name other bytes later
+  for (std::size_t i = 0; i < logs_.size(); ++i) {
+    Log& l = *logs_[i];
+    for (std::size_t k = events_at_begin_[i]; k < l.n_events; ++k) {
+      const char*& name = l.events[k].name;
+      if (!name) continue;
+      auto [it, fresh] = copied.try_emplace(name, nullptr);
+      if (fresh) it->second = names_.insert(name).first->c_str();  // node-based: the copy never moves
+      name = it->second;
+    }
+  }
 }
 
 Profile Recorder::last_profile() const {
@@ -407,7 +451,8 @@ Profile Recorder::build_profile(Ticks begin, Ticks end) {
 }
 
 void Recorder::append_json(const Profile& p) {
-  std::fseek(json_file_, json_tail_, SEEK_SET);
+  const long tail = json_tail_;
+  std::fseek(json_file_, tail, SEEK_SET);
   if (runs_ > 1) std::fputs(",\n", json_file_);
   const std::string j = to_json(p);
   std::fputs(j.c_str(), json_file_);
@@ -416,15 +461,30 @@ void Recorder::append_json(const Profile& p) {
   std::fputs("]}\n", json_file_);
   if (const int err = flush_error(json_file_)) {
     output_failed(kProfileFile, json_path_, std::strerror(err));
+    // Put back the end of the runs written before (bytes the file already had, so a full disk or a size limit
+    // does not refuse them), so that the file stays valid JSON without this run.
+    std::clearerr(json_file_);
+    if (std::fseek(json_file_, tail, SEEK_SET) == 0) {
+      std::fputs("]}\n", json_file_);
+      if (std::fflush(json_file_) == 0 && ::ftruncate(fileno(json_file_), tail + 3) != 0) {
+        // (best effort: the error is reported above)
+      }
+    }
     std::fclose(json_file_);
     json_file_ = nullptr;
   }
 }
 
 void Recorder::finish() {
-  if (!trace_file_) return;
+  if (!tracing_ || finished_) return;
+  finished_ = true;
   clock_.calibrate();
   std::string why;
+  trace_file_ = std::fopen(trace_path_.c_str(), "w");
+  if (!trace_file_) {
+    output_failed(kTraceFile, trace_path_, std::strerror(errno));
+    return;
+  }
   try {
     write_trace();
   } catch (const std::exception& e) {  // called from a destructor: report, never throw

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -96,14 +97,15 @@ struct Log {
 
 class Recorder {
  public:
-  /// Opens (truncates) the JSON profile and trace files: throws config_error if one cannot be created.
+  /// Opens (truncates) the JSON profile file and checks that the trace file can be written (it is written, and
+  /// only then truncated, by finish()): throws config_error if one cannot be created, or if both are one file.
   Recorder(Engine& e, const ProfileOptions& o, unsigned workers);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
   Log& log(unsigned i) { return *logs_[i]; }
-  bool tracing() const { return trace_file_ != nullptr; }
+  bool tracing() const { return tracing_; }
   bool edges() const { return edges_; }
   const Clock& clock() const { return clock_; }
 
@@ -131,6 +133,7 @@ class Recorder {
   Profile build_profile(Ticks begin, Ticks end);
   void append_json(const Profile& p);
   void write_trace();
+  void keep_names();
 
   Engine& engine_;
   Clock clock_;
@@ -151,7 +154,11 @@ class Recorder {
   std::string json_path_, trace_path_;
   std::FILE* json_file_ = nullptr;
   long json_tail_ = 0;  ///< offset of the closing "]}" that each run overwrites
-  std::FILE* trace_file_ = nullptr;
+  bool tracing_ = false;   ///< a trace file was asked for (written by finish())
+  bool finished_ = false;
+  std::FILE* trace_file_ = nullptr;  ///< open only while finish() writes it
+
+  std::unordered_set<std::string> names_;  ///< copies of the traced names (keep_names)
 
   std::mutex foreign_mutex_;
   std::vector<Event> foreign_;  ///< see foreign_operation (under foreign_mutex_; read once the threads are joined)

@@ -221,6 +221,17 @@ class Ranks(unittest.TestCase):
         m = weft_gantt.merge(weft_gantt.load([a, b]))
         self.assertEqual(sorted({e["pid"] for e in m["traceEvents"]}), [1, 2])
 
+    def test_files_of_different_jobs_are_warned_about(self):
+        r0, r1 = self.two_ranks()
+        other = self.write("other.r1.json", rank_trace(1, 3, T0, [(0, 0.0, 10.0, "x")]))
+        r = run(r0, r1, other, r0, "-o", os.path.join(self.dir.name, "w.png"), "--dpi", "50")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"weft-gantt: warning: {r0} is given twice", r.stderr)
+        self.assertIn(f"weft-gantt: warning: {r1} and {other} are all rank 1", r.stderr)
+        self.assertIn("weft-gantt: warning: the files come from jobs of 2 and 3 ranks", r.stderr)
+        r = run(r0, r1, "-o", os.path.join(self.dir.name, "ok.png"), "--dpi", "50")
+        self.assertNotIn("warning", r.stderr)
+
     def test_one_process_keeps_plain_row_names(self):
         r0 = self.write("t.json", rank_trace(0, 1, T0, [(0, 0.0, 10.0, "x"), (1, 5.0, 1.0, "y")]))
         _, rows, labels, processes = weft_gantt.collect(weft_gantt.load([r0]), "label", False)

@@ -2,16 +2,21 @@
 // (spans per task on the right worker, nesting, edges), a full trace buffer, the JSON profile file, the
 // WEFT_PROFILE / WEFT_TRACE* variables, and the front-end phase hook.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <weft/weft.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -477,6 +482,68 @@ TEST(Trace, FullBufferStopsTracingWithOneWarning) {
   std::remove(path.c_str());
 }
 
+// The trace is written when the Runtime goes, and only then: until that, the file is as it was (an older trace
+// is not wiped, and a process that ends without destroying its Runtime leaves no empty file).
+TEST(Trace, FileLeftAsItWasUntilTheRuntimeGoes) {
+  const std::string path = temp_path("trace_untouched"), fresh = temp_path("trace_fresh");
+  std::remove(fresh.c_str());
+  {
+    std::ofstream(path) << "an older trace";
+  }
+  {
+    weft::Options o;
+    o.profile.trace_file = path;
+    weft::Runtime rt(o);
+    weft::Options f;
+    f.profile.trace_file = fresh;
+    weft::Runtime rt2(f);
+    rt.run([](weft::Context& cx) { cx.spawn([] {}, weft::label("x")); });
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, "an older trace");
+    EXPECT_NE(::access(fresh.c_str(), F_OK), 0) << "the trace file exists before the Runtime is destroyed";
+  }
+  EXPECT_EQ(spans(read_json(path), "task").size(), 1u);
+  EXPECT_EQ(spans(read_json(fresh), "root").size(), 0u);  // a Runtime that never ran writes an empty trace
+  std::remove(path.c_str());
+  std::remove(fresh.c_str());
+}
+
+// A label need only outlive its run (weft/tasks.hpp), though the trace is written later: the trace keeps
+// copies of the names. Bytes that are not UTF-8 become U+FFFD, so the files stay valid JSON.
+TEST(Trace, LabelsNeedOnlyOutliveTheirRun) {
+  const std::string path = temp_path("trace_labels"), prof = temp_path("profile_labels");
+  {
+    weft::Options o;
+    o.profile.trace_file = path;
+    o.profile.json_file = prof;
+    weft::Runtime rt(o);
+    for (int run = 0; run < 3; ++run) {
+      std::vector<std::string> names;
+      for (int i = 0; i < 4; ++i) names.push_back("run" + std::to_string(run) + "-label" + std::to_string(i));
+      rt.run([&](weft::Context& cx) {
+        for (const std::string& n : names) cx.spawn([] {}, weft::label(n.c_str()));
+      });
+      for (std::string& n : names) std::fill(n.begin(), n.end(), '\xff');  // then freed
+    }
+    rt.run([](weft::Context& cx) { cx.spawn([] {}, weft::label("caf\xe9 \xe2\x82 ok \xc3\xa9")); });
+  }
+  const json j = read_json(path);
+  std::multiset<std::string> got;
+  for (const auto& s : spans(j, "task")) got.insert(s.name);
+  std::multiset<std::string> want;
+  for (int run = 0; run < 3; ++run)
+    for (int i = 0; i < 4; ++i) want.insert("run" + std::to_string(run) + "-label" + std::to_string(i));
+  // Each byte outside well-formed UTF-8 (a Latin-1 byte, a cut sequence's two) as U+FFFD; good UTF-8 kept.
+  const std::string mended = "caf\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd ok \xc3\xa9";
+  want.insert(mended);
+  EXPECT_EQ(got, want);
+  const json p = read_json(prof);
+  EXPECT_EQ(p["runs"][3]["labels"][0]["label"], mended);
+  std::remove(path.c_str());
+  std::remove(prof.c_str());
+}
+
 TEST(Trace, PhasesAndTagsFromAFrontEnd) {
   // The hook a persistent-graph front end uses to report recording / replay of each iteration.
   const std::string path = temp_path("trace_phases");
@@ -670,6 +737,56 @@ TEST_F(ProfileConfig, UnwritableProfileIsRefused) {
     EXPECT_NE(std::string(e.what()).find("WEFT_PROFILE"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'/dev/full' cannot be written"), std::string::npos) << e.what();
   }
+}
+
+// One file named for the profile and the trace (here through two spellings of its path) would be written
+// by both: refused.
+TEST_F(ProfileConfig, ProfileAndTraceInOneFileAreRefused) {
+  const std::string path = temp_path("same_file");
+  const std::string other = testing::TempDir() + "./" + path.substr(testing::TempDir().size());
+  weft::Options o;
+  o.profile.json_file = path;
+  o.profile.trace_file = other;
+  try {
+    weft::Runtime rt(o);
+    ADD_FAILURE() << "one file for the profile and the trace was accepted";
+  } catch (const weft::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the same file"), std::string::npos) << e.what();
+  }
+  o.profile.json_file = "/dev/null";  // a device is no file of ours
+  o.profile.trace_file = "/dev/null";
+  EXPECT_NO_THROW({ weft::Runtime rt(o); });
+  std::remove(path.c_str());
+}
+
+// A run whose profile cannot be written (here the file-size limit) is reported, the process exits with
+// status 2, and the file keeps the runs written before it, as valid JSON.
+// Two runs, the second with the file-size limit a few bytes above the first's file (in a death test's child).
+void profile_two_runs_past_a_size_limit(const std::string& path) {
+  {
+    weft::Options o;
+    o.profile.json_file = path;
+    weft::Runtime rt(o);
+    rt.run([](weft::Context& cx) { cx.spawn([] {}); });
+    std::signal(SIGXFSZ, SIG_IGN);
+    struct stat st {};
+    ::stat(path.c_str(), &st);
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(st.st_size) + 16;
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    rt.run([](weft::Context& cx) { cx.spawn([] {}, weft::label("second")); });
+  }
+  std::exit(0);
+}
+
+TEST_F(ProfileConfig, ProfileThatCannotGrowKeepsTheRunsBefore) {
+  // No pid in the name: a death test's child may be a new process running this test from its start.
+  const std::string path = testing::TempDir() + "weft_profile_limit_test.json";
+  EXPECT_EXIT(profile_two_runs_past_a_size_limit(path), testing::ExitedWithCode(2), "WEFT_PROFILE.*cannot be written");
+  const json j = read_json(path);
+  ASSERT_EQ(j.at("runs").size(), 1u);
+  EXPECT_EQ(j["runs"][0]["run"], 1);
+  std::remove(path.c_str());
 }
 
 TEST_F(ProfileConfig, EnvironmentTurnsProfilingOn) {

@@ -78,6 +78,7 @@ class Trace:
         self.events = events
         self.other = other
         self.rank = integer(other.get("rank"))
+        self.ranks = integer(other.get("ranks"))
         self.origin_ns = integer(other.get("origin_unix_ns"))
         self.process_names = {}
         self.process_sort = {}
@@ -105,6 +106,28 @@ def load(paths):
         except TraceError as e:
             raise TraceError(str(e), path) from None
     return traces
+
+
+def suspicious(traces):
+    """Warnings about files that do not look like one job's: a file given twice, two files of one rank, ranks
+    of jobs of different sizes. They are still drawn (side by side traces of separate runs are legitimate)."""
+    warnings, seen = [], {}
+    for t in traces:
+        real = os.path.realpath(t.path)
+        if real in seen:
+            warnings.append(f"{t.path} is given twice (as {seen[real]} too)")
+        seen.setdefault(real, t.path)
+    ranked = [t for t in traces if t.ranks is not None and t.ranks > 1 and t.rank is not None]
+    by_rank = defaultdict(list)
+    for t in ranked:
+        by_rank[t.rank].append(t.path)
+    for rank, paths in sorted(by_rank.items()):
+        if len(paths) > 1 and len({os.path.realpath(p) for p in paths}) > 1:
+            warnings.append(f"{' and '.join(paths)} are all rank {rank}: traces of different jobs?")
+    sizes = sorted({t.ranks for t in ranked})
+    if len(sizes) > 1:
+        warnings.append("the files come from jobs of " + " and ".join(str(n) for n in sizes) + " ranks")
+    return warnings
 
 
 def offsets_us(traces):
@@ -248,7 +271,11 @@ def render(spans, rows, labels, out, color_by, title, width, dpi):
     if has_other:
         handles.append(Patch(facecolor=other, label="other"))
     legend_title = "iteration" if color_by == "iteration" else "label"
-    ax.legend(handles=handles, title=legend_title, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    # As many columns as the figure's height needs (about four entries per inch): a legend taller than the
+    # figure was cut off, and left no room for the axis label.
+    per_column = max(4, int(height * 4) - 2)
+    ax.legend(handles=handles, title=legend_title, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
+              ncol=-(-len(handles) // per_column))
     fig.tight_layout()
     fig.savefig(out, dpi=dpi)
     plt.close(fig)
@@ -340,6 +367,8 @@ def main(argv=None):
     except TraceError as e:
         print(f"weft-gantt: {e.path + ': ' if e.path else ''}{e}", file=sys.stderr)
         return 2
+    for w in suspicious(traces):
+        print(f"weft-gantt: warning: {w}", file=sys.stderr)
     if args.merge:
         try:
             with open(args.merge, "w", encoding="utf-8") as f:
