@@ -34,7 +34,14 @@
 //   values (at most 16 bytes) are simply copied to each task.
 // * Aggregators: make_aggregator(edge, n) or make_aggregator(edge, [](const Key& k) { return n(k); }) as an
 //   input makes the task of k wait for n (resp. n(k) >= 1) values on that edge; the body receives them as an
-//   Aggregator<V> (iterable, in arrival order), without copies. A value beyond the count is an error.
+//   Aggregator<V> (iterable, in arrival order: sort them for a reproducible floating-point reduction),
+//   without copies. A count of 0 is an error. Once the task has its count it runs and its key is forgotten: a
+//   value beyond the count starts a new task of that key, which wait() reports as missing inputs unless it
+//   too gets its count (a surplus of exactly n values runs the task twice, undetected).
+// * Every output edge a body sends on needs a consumer: a value sent on an edge that no template task takes as
+//   input throws weft::flow::error from the body (it would be lost). A template task whose last
+//   std::shared_ptr is dropped leaves its input edges: keep them until graph() has taken them (the graph then
+//   keeps every template task connected to the ones it was given).
 // * Priorities and placement: tt->set_priomap(f) gives the task of key k priority f(k) (larger runs earlier among
 //   ready tasks, as weft::priority); tt->set_keymap(f) names the process (MPI rank) that owns key k, from 0 to
 //   num_processes() - 1 (else an error). See "Template task members" below.
@@ -55,14 +62,15 @@
 //       standard types once the program includes cereal/types/<type>.hpp. graph() refuses a template task
 //       with the default keymap whose key or input value type cannot cross (it would receive from every
 //       rank); with a keymap of the program's own, a send that would cross throws weft::flow::error in the
-//       sender.
+//       sender (which ends the job: see Failures).
 //     - Large values (above 8 KiB) move by a non-blocking transfer straight into the storage the receiving tasks
 //       read (trivially copyable values; serialized ones are decoded from a buffer), and are sent without a copy
 //       from a value shared by several tasks; a value the body still holds (sent as an lvalue) is copied once.
 //     - Priorities: the priomap runs on the owner, so a task's priority travels with its key.
 //     - Failures: a task that throws on a rank of a graph of several processes ends the whole job (MPI_Abort)
 //       with one line naming the rank, the template task, the key and the exception (the other ranks would wait
-//       for it forever); so does a message that cannot be delivered, and a task that calls exit() (with status
+//       for it forever); so does an invoke() queued for a fence that throws there (a keymap out of range, a
+//       duplicate input), and a message that cannot be delivered, and a task that calls exit() (with status
 //       0 too: the rank leaves with status 1, without MPI_Finalize, when weft initialised MPI). A rank whose
 //       program ends (return from main, exit(0)) before a fence that the others enter makes their fence end
 //       the job with a line naming it (notices when a rank destroys a graph across ranks and at exit, when

@@ -130,7 +130,18 @@ void GraphBase::fence() {
             batch.swap(g.seeds);
           }
           if (batch.empty()) break;
-          for (auto& s : batch) s->run();
+          for (auto& s : batch) {
+            try {
+              s->run();
+            } catch (...) {
+              // On several processes this rank alone would leave the fence with the error, the others not:
+              // as for a task that throws, end the job with one line.
+              if (g.remote)
+                g.remote->fail("weft::flow: invoke() on '" + s->who + "', queued for this fence, threw " +
+                               detail::describe_current_exception());
+              throw;
+            }
+          }
         }
       };
       if (g.remote) [[unlikely]]

@@ -25,6 +25,7 @@
 #                     graph and Runtime are destroyed, collectively, as when main returns).
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
+#   -DMODE=flowseed   the same for an invoke() queued for a fence that throws there (a keymap out of range).
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
 string(REPLACE "|" ";" cmd "${CMD}")
 string(REPLACE "|" ";" env "${ENV}")
@@ -79,6 +80,9 @@ elseif(MODE STREQUAL "clusterwatchdogsilent")
 elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
+elseif(MODE STREQUAL "flowseed")
+  list(APPEND env "WEFT_TEST_SEED=1")
+  list(APPEND cmd "--gtest_filter=FlowFailure.QueuedInvokeThrowsOnRank1")
 else()
   set(unknown_mode 1)
 endif()
@@ -87,7 +91,7 @@ if(MODE MATCHES "return")
 endif()
 if(unknown_mode)
   message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowexit0, flowleave, clusterkill, "
-                      "clusterexit, clusterexitmain, clusterexit0, clusterleave, clusterleave0, flowthrow, watchdog, "
+                      "clusterexit, clusterexitmain, clusterexit0, clusterleave, clusterleave0, flowthrow, flowseed, watchdog, "
                       "watchdogsilent, clusterwatchdog, clusterwatchdogsilent, or flowreturn, clusterreturn, "
                       "clusterreturn0")
 endif()
@@ -175,6 +179,11 @@ elseif(MODE STREQUAL "flowthrow")
     message(FATAL_ERROR "no rank-tagged line naming the task that threw: ${shown}\n${log}")
   endif()
   message(STATUS "job ended with status ${rc} after a task threw on rank 1")
+elseif(MODE STREQUAL "flowseed")
+  if(NOT err MATCHES "weft: rank 1: weft::flow: invoke\\(\\) on 'seeded', queued for this fence, threw an exception: [^\n]*key 5")
+    message(FATAL_ERROR "no rank-tagged line naming the invoke() that threw: ${shown}\n${log}")
+  endif()
+  message(STATUS "job ended with status ${rc} after a queued invoke() threw on rank 1")
 else()
   if(NOT err MATCHES "weft: rank 1: deliberate abort from the test")
     message(FATAL_ERROR "no rank-tagged line from abort_job: ${shown}\n${log}")

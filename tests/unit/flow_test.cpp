@@ -763,6 +763,46 @@ TEST_P(FlowWorkers, ExceptionInBodyReachesWait) {
   EXPECT_EQ(ran.load(), 101);
 }
 
+// A value sent on an edge that nothing consumes would be lost: the sending body throws, naming the edge. So does
+// a send to a consumer whose last shared_ptr the program dropped before graph() (it left its input edge; the
+// send called into the destroyed template task before). Broadcasts too.
+TEST_P(FlowWorkers, SendOnAnEdgeWithoutConsumerIsAnError) {
+  auto expect_lost = [](auto& g, const char* edge) {
+    try {
+      g.wait();
+      ADD_FAILURE() << "a value sent on '" << edge << "', which nothing consumes, was dropped silently";
+    } catch (const wf::error& x) {
+      EXPECT_NE(std::string(x.what()).find(std::string("edge '") + edge + "'"), std::string::npos) << x.what();
+      EXPECT_NE(std::string(x.what()).find("no template task takes as input"), std::string::npos) << x.what();
+    }
+  };
+  {
+    wf::Edge<int, int> in("in"), nowhere("nowhere");
+    auto src = wf::make_tt<int>([](const int& k, int v, auto& out) { wf::send<0>(k, v, out); }, wf::edges(in),
+                                wf::edges(nowhere), "src");
+    auto g = wf::graph(rt, src);
+    g.invoke(1, 1);
+    expect_lost(g, "nowhere");
+  }
+  {
+    wf::Edge<int, int> in("in"), mid("mid");
+    std::atomic<int> ran{0};
+    auto make_pair = [&] {  // a helper that returns only the producer, its consumer dropped
+      auto producer = wf::make_tt<int>(
+          [](const int& k, int v, auto& out) { wf::broadcast<0>(std::vector<int>{k, k + 1}, v, out); }, wf::edges(in),
+          wf::edges(mid), "producer");
+      auto consumer = wf::make_tt<int>([&](const int&, int) { ++ran; }, wf::edges(mid), wf::edges(), "consumer");
+      return producer;
+    };
+    auto producer = make_pair();
+    auto g = wf::graph(rt, producer);
+    EXPECT_EQ(g.size(), 1u);
+    g.invoke(1, 1);
+    expect_lost(g, "mid");
+    EXPECT_EQ(ran.load(), 0);
+  }
+}
+
 TEST(Flow, GraphMisuseIsReported) {
   weft::Runtime rt(opts(2));
   wf::Edge<int, int> e;

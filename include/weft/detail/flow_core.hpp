@@ -420,6 +420,14 @@ struct edge_traits<AggregatorEdge<K, V>> {
   using value = V;
 };
 
+/// A value sent on an edge that no template task takes as input would be lost: an error of the sending body.
+[[noreturn, gnu::cold]] inline void no_consumer(const std::string& edge) {
+  throw error("weft::flow: a value was sent on edge '" + edge +
+              "', which no template task takes as input: it would be lost (a template task whose last "
+              "std::shared_ptr is dropped leaves its input edges: keep every template task until graph() has "
+              "taken it)");
+}
+
 /// Output terminal handed to the body (inside the `out` tuple).
 template <class K, class V>
 class Out {
@@ -456,6 +464,8 @@ class Out {
       (void)k;
       ++nk;
     }
+    if (cs.empty()) [[unlikely]]
+      no_consumer(e_->name);
     const std::size_t n = nk * cs.size();
     if (n == 0) return;
     if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner
@@ -484,6 +494,7 @@ class Out {
   [[gnu::noinline]] void put_shared(const KS& key, U&& value) const {
     const auto& cs = e_->consumers;
     const std::size_t n = cs.size();
+    if (n == 0) no_consumer(e_->name);
     if (n > 1) {
       if constexpr (cheap_v<VS>) {
         for (const auto& c : cs) c.copy(c.tt, key, value);
@@ -606,12 +617,14 @@ struct GraphState {
   std::atomic<bool> executing{false};
   std::atomic<bool> failed{false};   ///< a body threw: later bodies are skipped
   struct Seed {
+    explicit Seed(const std::string& w) : who(w) {}
     virtual ~Seed() = default;
     virtual void run() = 0;
+    std::string who;  ///< the template task invoked (named if the call fails on a graph of several processes)
   };
   template <class F>
   struct SeedOf final : Seed {
-    explicit SeedOf(F&& f) : f(std::move(f)) {}
+    SeedOf(const std::string& w, F&& f) : Seed(w), f(std::move(f)) {}
     void run() override { f(); }
     F f;
   };
@@ -632,7 +645,7 @@ struct GraphState {
       f();
       return;
     }
-    auto s = std::make_unique<SeedOf<std::decay_t<F>>>(std::forward<F>(f));
+    auto s = std::make_unique<SeedOf<std::decay_t<F>>>(who, std::forward<F>(f));
     std::lock_guard<std::mutex> g(seeds_mutex);
     seeds.push_back(std::move(s));
   }

@@ -28,7 +28,11 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     connect_inputs(ins, std::index_sequence_for<In...>{});
     std::apply([&](const auto&... e) { (keep(e.state(), false), ...); }, outs);
   }
-  ~TT() override = default;
+  /// Leaves its input edges: a producer that outlives it then sends into an edge without this consumer (an
+  /// error if it has no other), not into a destroyed object.
+  ~TT() override {
+    for (auto& leave : disconnect_) leave();
+  }
 
   /// Seeds the task of `key`: delivers one value per data input (control inputs need none), in input order. If
   /// the graph is not executing, the call is queued and runs at the start of the next fence()/wait().
@@ -234,6 +238,9 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     if constexpr (std::is_copy_constructible_v<V>) c.copy = &copy_in<J>;
     if constexpr (!detail::cheap_v<V>) c.share = &share_in<J>;
     st->consumers.push_back(c);
+    disconnect_.push_back([s = st.get(), self = this] {
+      std::erase_if(s->consumers, [self](const detail::Consumer<KS, V>& x) { return x.tt == self; });
+    });
     keep(st, true);
   }
   template <std::size_t J>
@@ -629,7 +636,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
             const std::size_t n = count_of_[J] ? count_of_[J](key) : fixed_[J];
             if (n == 0)
               throw error("weft::flow: '" + name_ + "', key " + detail::key_string(key) + ": aggregator input " +
-                          std::to_string(J) + " expects 0 values but received one");
+                          std::to_string(J) + ": its count function gave 0 (an aggregator's count is at least 1)");
             spare.store = Store::make(n);
           }
         } else if (got == Got::twice) {
@@ -842,6 +849,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   const char* label_;  ///< name_, interned: the label of its tasks
   out_type out_;
   std::vector<std::shared_ptr<void>> held_;  ///< the edges, alive as long as this task
+  std::vector<std::function<void()>> disconnect_;  ///< per input edge: removes this task from its consumers
   std::function<std::size_t(const KS&)> count_of_[kIn];
   std::size_t fixed_[kIn] = {};
   std::function<std::int32_t(const KS&)> priomap_;
