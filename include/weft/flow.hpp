@@ -74,7 +74,8 @@
 //       0 too: the rank leaves with status 1, without MPI_Finalize, when weft initialised MPI). A rank whose
 //       program ends (return from main, exit(0)) before a fence that the others enter makes their fence end
 //       the job with a line naming it (notices when a rank destroys a graph across ranks and at exit, when
-//       weft initialised MPI).
+//       weft initialised MPI). graph() is collective too: a rank that makes a graph which another rank, now
+//       destroying its graphs or gone, never made ends the job the same way.
 //       Options::watchdog_seconds (WEFT_WATCHDOG) ends a fence that sees no progress, printing every rank's view
 //       first (and naming the ranks that could not answer).
 //   With one process (or weft built without MPI) a graph is exactly the single-process one, at the same cost.

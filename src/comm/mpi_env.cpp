@@ -226,7 +226,7 @@ void MpiEnv::send_notice(Notice n) {
   notices_.push_back(n);  // (a deque: the buffers stay where they are until the sends complete)
   for_each_peer(rank_, size_, [&](int d) {
     notice_sends_.emplace_back();
-    MPI_Isend(&notices_.back(), 3, MPI_UINT64_T, d, kDepartTag, comm_, &notice_sends_.back());
+    MPI_Isend(&notices_.back(), kNoticeWords, MPI_UINT64_T, d, kDepartTag, comm_, &notice_sends_.back());
   });
 }
 
@@ -238,14 +238,16 @@ void MpiEnv::receive_departures() {
     MPI_Iprobe(MPI_ANY_SOURCE, kDepartTag, comm_, &flag, &st);
     if (!flag) return;
     Notice n;
-    MPI_Recv(&n, 3, MPI_UINT64_T, st.MPI_SOURCE, kDepartTag, comm_, MPI_STATUS_IGNORE);
+    MPI_Recv(&n, kNoticeWords, MPI_UINT64_T, st.MPI_SOURCE, kDepartTag, comm_, MPI_STATUS_IGNORE);
     Gone& g = gone_[static_cast<std::size_t>(st.MPI_SOURCE)];
     if (n.kind == kExitNotice) {
       g.exited = true;
       g.exit_runs = n.runs;
+      g.exit_comms = n.comms;
     } else {
       g.teardown = n.teardown;
       g.teardown_runs = n.runs;
+      g.teardown_comms = n.comms;
       g.teardown_what = static_cast<Teardown>(n.kind);
     }
   }
@@ -282,12 +284,35 @@ void MpiEnv::check_departures(std::uint64_t index) noexcept {
   }
 }
 
+void MpiEnv::check_while_making(std::uint64_t k) noexcept {
+  if (size_ == 1) return;
+  std::lock_guard<std::mutex> g(depart_m_);
+  receive_departures();
+  for (int r = 0; r < size_; ++r) {
+    const Gone& x = gone_[static_cast<std::size_t>(r)];
+    const char* doing = nullptr;
+    if (x.exited && x.exit_comms < k)
+      doing = "has ended its program (returned from main or called exit())";
+    else if (x.teardown > teardowns_ && x.teardown_comms < k)
+      doing = x.teardown_what == Teardown::flow_graph ? "is destroying a flow graph across ranks (a collective step)"
+                                                      : "is destroying its cluster Runtime (a collective step)";
+    if (doing)
+      abort_job("rank " + std::to_string(r) + " " + doing + " having made " +
+                std::to_string(x.exited ? x.exit_comms : x.teardown_comms) +
+                " flow graph(s) across ranks and cluster Runtime(s), but this rank is making its number " +
+                std::to_string(k) + ", which rank " + std::to_string(r) +
+                " never made: every process must make the same flow graphs (graph()) and cluster Runtimes, and "
+                "destroy them, in the same order");
+  }
+}
+
 void MpiEnv::announce_teardown(Teardown what) noexcept {
   if (size_ == 1 || !owns_mpi_ || !mpi_live()) return;  // (as the exit notices: when weft finalises MPI)
   TokenScope hold(token_);
   std::lock_guard<std::mutex> g(depart_m_);
   ++teardowns_;
-  send_notice({static_cast<std::uint64_t>(what), teardowns_, runs_begun_.load(std::memory_order_relaxed)});
+  send_notice({static_cast<std::uint64_t>(what), teardowns_, runs_begun_.load(std::memory_order_relaxed),
+               comms_begun_.load(std::memory_order_relaxed)});
 }
 
 void MpiEnv::depart() {
@@ -296,7 +321,8 @@ void MpiEnv::depart() {
   // Every rank departs (where weft initialised MPI: all of them, in an SPMD program), so the communicator can
   // be made here when no step across ranks made it.
   if (comm() == MPI_COMM_NULL) return;
-  send_notice({kExitNotice, teardowns_, runs_begun_.load(std::memory_order_relaxed)});
+  send_notice({kExitNotice, teardowns_, runs_begun_.load(std::memory_order_relaxed),
+               comms_begun_.load(std::memory_order_relaxed)});
   // Every rank sends its notices before it enters the barrier: once the barrier completes, the notices still
   // to receive have all been sent, each peer's exit notice after its other ones (MPI keeps their order).
   MPI_Request barrier;
@@ -310,7 +336,7 @@ void MpiEnv::depart() {
   for_each_peer(rank_, size_, [&](int s) {
     while (!gone_[static_cast<std::size_t>(s)].exited) {
       Notice n;
-      MPI_Recv(&n, 3, MPI_UINT64_T, s, kDepartTag, comm_, MPI_STATUS_IGNORE);
+      MPI_Recv(&n, kNoticeWords, MPI_UINT64_T, s, kDepartTag, comm_, MPI_STATUS_IGNORE);
       if (n.kind == kExitNotice) gone_[static_cast<std::size_t>(s)].exited = true;
     }
   });

@@ -116,6 +116,14 @@ class MpiEnv {
     if ((++calls & 255) == 0) [[unlikely]]
       get().check_departures(index);
   }
+  /// A Transport is being made (a collective step: a flow graph across ranks, a cluster Runtime): returns its
+  /// number on this rank, 1, 2, ..., which the notices carry.
+  std::uint64_t begin_transport() noexcept { return comms_begun_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  /// While this rank makes its transport number k (its MPI_Comm_idup not complete yet; progress token held):
+  /// ends the job with a line naming a rank that has left, or is destroying a graph or cluster Runtime, having
+  /// made fewer transports: it will never take part in this one (a rank that made one graph more than the
+  /// others would otherwise wait forever).
+  void check_while_making(std::uint64_t k) noexcept;
   /// What announce_teardown announces (named in the line of the rank that ends the job).
   enum class Teardown : std::uint64_t { cluster_runtime = 1, flow_graph = 2 };
   /// A cluster Runtime or a flow graph across ranks is being destroyed (a collective step: the other ranks must
@@ -142,6 +150,8 @@ class MpiEnv {
   /// its tasks, scheduled after the increment (the queues' release and acquire carry it), or is the one that
   /// made it.
   static inline std::atomic<int> runs_across_ranks_{0};
+  /// Transports this process has begun to make (begin_transport).
+  static inline std::atomic<std::uint64_t> comms_begun_{0};
 
   int rank_ = 0, size_ = 1, level_ = MPI_THREAD_SINGLE, max_tag_ = 32766;
   bool owns_mpi_ = false;
@@ -157,13 +167,16 @@ class MpiEnv {
   static constexpr std::uint64_t kExitNotice = 0;  // else a teardown: its Teardown value
   struct Notice {
     std::uint64_t kind, teardown, runs;  // teardown: its number (1, 2, ...); for an exit, how many there were
+    std::uint64_t comms;                 // transports this rank had begun to make (begin_transport)
   };
+  static constexpr int kNoticeWords = 4;
   /// What this rank knows of another's notices (under depart_m_).
   struct Gone {
     bool exited = false;
     std::uint64_t exit_runs = 0;
     std::uint64_t teardown = 0, teardown_runs = 0;  // the last teardown announced
     Teardown teardown_what = Teardown::cluster_runtime;
+    std::uint64_t exit_comms = 0, teardown_comms = 0;  // Notice::comms of the exit, of the last teardown
   };
   /// Sends n to the peers (token and depart_m_ held); the sends complete in depart().
   void send_notice(Notice n);

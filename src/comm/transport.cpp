@@ -242,11 +242,21 @@ Transport::Impl::Impl(const TransportConfig& c)
     throw comm_error("weft: TransportConfig::max_kinds must be in 1..65536");
   if (cfg_.poll_budget == 0) cfg_.poll_budget = 1;
 
-  TokenScope hold(token_);  // MPI_Comm_dup: weft's MPI calls never overlap
+  TokenScope hold(token_);  // MPI_Comm_idup: weft's MPI calls never overlap
   rank_ = env_.rank();
   size_ = env_.size();
   max_tag_ = env_.max_tag();
-  MPI_Comm_dup(env_.comm(), &comm_);
+  // Non-blocking, so that a rank that will never join (it made one graph fewer and is destroying it, or has
+  // left) ends the job instead of leaving this one waiting: see MpiEnv::check_while_making.
+  const std::uint64_t number = env_.begin_transport();
+  MPI_Request dup;
+  MPI_Comm_idup(env_.comm(), &comm_, &dup);
+  for (int done = 0;;) {
+    MPI_Test(&dup, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    env_.check_while_making(number);
+    std::this_thread::yield();
+  }
   dests_ = std::make_unique<Dest[]>(static_cast<std::size_t>(size_));
   for (int i = 0; i < size_; ++i) dests_[i].rank = i;
   handlers_ = std::make_unique<Handler[]>(cfg_.max_kinds);

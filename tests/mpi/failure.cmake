@@ -26,6 +26,8 @@
 #   -DMODE=flowthrow  a flow task throws on rank 1: the job must end with a failure status and a line naming
 #                     rank 1, the task, its key and the exception.
 #   -DMODE=flowseed   the same for an invoke() queued for a fence that throws there (a keymap out of range).
+#   -DMODE=flowextra  rank 0 makes a flow graph that rank 1, which destroys its only graph and leaves, never
+#                     makes: the job must end with a line from rank 0 naming rank 1.
 # CMD: the mpiexec command line, words separated by '|'; ENV: NAME=VALUE settings separated by '|'.
 string(REPLACE "|" ";" cmd "${CMD}")
 string(REPLACE "|" ";" env "${ENV}")
@@ -80,6 +82,9 @@ elseif(MODE STREQUAL "clusterwatchdogsilent")
 elseif(MODE STREQUAL "flowthrow")
   list(APPEND env "WEFT_TEST_THROW=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.TaskThrowsOnRank1")
+elseif(MODE STREQUAL "flowextra")
+  list(APPEND env "WEFT_TEST_EXTRA=1")
+  list(APPEND cmd "--gtest_filter=FlowFailure.OneRankMakesAnExtraGraph")
 elseif(MODE STREQUAL "flowseed")
   list(APPEND env "WEFT_TEST_SEED=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.QueuedInvokeThrowsOnRank1")
@@ -91,7 +96,8 @@ if(MODE MATCHES "return")
 endif()
 if(unknown_mode)
   message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowexit0, flowleave, clusterkill, "
-                      "clusterexit, clusterexitmain, clusterexit0, clusterleave, clusterleave0, flowthrow, flowseed, watchdog, "
+                      "clusterexit, clusterexitmain, clusterexit0, clusterleave, clusterleave0, flowthrow, flowseed, flowextra, "
+                      "watchdog, "
                       "watchdogsilent, clusterwatchdog, clusterwatchdogsilent, or flowreturn, clusterreturn, "
                       "clusterreturn0")
 endif()
@@ -179,6 +185,11 @@ elseif(MODE STREQUAL "flowthrow")
     message(FATAL_ERROR "no rank-tagged line naming the task that threw: ${shown}\n${log}")
   endif()
   message(STATUS "job ended with status ${rc} after a task threw on rank 1")
+elseif(MODE STREQUAL "flowextra")
+  if(NOT err MATCHES "weft: rank 0: rank 1 (is destroying a flow graph across ranks|has ended its program)[^\n]*having made 1 [^\n]*making its number 2")
+    message(FATAL_ERROR "no rank-tagged line naming the rank that never made the graph: ${shown}\n${log}")
+  endif()
+  message(STATUS "job ended with status ${rc} after rank 0 made a graph that rank 1 never made")
 elseif(MODE STREQUAL "flowseed")
   if(NOT err MATCHES "weft: rank 1: weft::flow: invoke\\(\\) on 'seeded', queued for this fence, threw an exception: [^\n]*key 5")
     message(FATAL_ERROR "no rank-tagged line naming the invoke() that threw: ${shown}\n${log}")

@@ -480,6 +480,23 @@ TEST(FlowFailure, QueuedInvokeThrowsOnRank1) {
   std::_Exit(3);
 }
 
+// Rank 0 makes one graph more than rank 1, which destroys its only graph and leaves: rank 0's graph() would wait
+// forever for rank 1 to take part. It ends the job with a line naming rank 1.
+TEST(FlowFailure, OneRankMakesAnExtraGraph) {
+  if (!std::getenv("WEFT_TEST_EXTRA")) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
+  weft::Runtime rt(options(1));
+  weft::flow::Edge<int, int> e("e");
+  auto t = weft::flow::make_tt<int>([](const int&, int) {}, weft::flow::edges(e), weft::flow::edges(), "first");
+  auto g = weft::flow::graph(rt, t);
+  g.wait();
+  if (world_rank() == 1) return;  // destroys its graph (a collective step) and its Runtime, then leaves
+  weft::flow::Edge<int, int> e2("e2");
+  auto t2 = weft::flow::make_tt<int>([](const int&, int) {}, weft::flow::edges(e2), weft::flow::edges(), "extra");
+  auto g2 = weft::flow::graph(rt, t2);  // never returns: rank 1 will not take part
+  std::fprintf(stderr, "weft: rank 0: graph() returned although rank 1 never made that graph\n");
+  std::_Exit(3);
+}
+
 // A job that makes no progress: a task on rank 1 blocks (far longer than the watchdog's 2 s) while rank 0 waits
 // in its fence. The watchdog prints every rank's view (rank 1's from its other worker) and ends the job. With
 // WEFT_TEST_WATCHDOG=silent every rank has one worker: rank 1's blocks and cannot answer, and the line that
