@@ -41,7 +41,8 @@
 // * Every output edge a body sends on needs a consumer: a value sent on an edge that no template task takes as
 //   input throws weft::flow::error from the body (it would be lost). A template task whose last
 //   std::shared_ptr is dropped leaves its input edges: keep them until graph() has taken them (the graph then
-//   keeps every template task connected to the ones it was given).
+//   keeps every template task connected to the ones it was given). One edge named twice among a template
+//   task's inputs feeds both inputs with each value sent on it.
 // * Priorities and placement: tt->set_priomap(f) gives the task of key k priority f(k) (larger runs earlier among
 //   ready tasks, as weft::priority); tt->set_keymap(f) names the process (MPI rank) that owns key k, from 0 to
 //   num_processes() - 1 (else an error). See "Template task members" below.
@@ -51,7 +52,9 @@
 //     - Every rank builds the same graphs in the same order: graph() is collective and refuses ranks whose graphs
 //       differ. fence() and wait() are collective: they return on every rank once the graph has terminated on
 //       all of them (one termination epoch per fence; no barrier between fences). Each rank may invoke() any key
-//       (the seed travels to the owner); invoke a given key on one rank only.
+//       (the seed travels to the owner); invoke a given key on one rank only. A result computed by a task stays
+//       on the rank that ran it: to give it to every rank's program, use MPI after wait() (e.g. MPI_Bcast from
+//       the owner, whose keymap you know).
 //     - A value sent to (or invoked on) a key of another rank travels there in one message with the key, and is
 //       delivered there as a local send would be: the receiving task gets a copy of its own (or, for several
 //       keys of that rank, one shared copy). A broadcast sends one message per owner rank, the value once.
