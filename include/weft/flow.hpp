@@ -96,10 +96,14 @@
 // make_tt returns a std::shared_ptr to a weft::flow::TT (declared in weft/detail/flow_tt.hpp), whose public
 // members are:
 //   * tt->invoke(key, v0, v1, ...) seeds the task of `key`: one value per data input, in input order (nothing for
-//     a control input); tt->invoke(v0, ...) for a void key. Every data input is given at once: to seed some
-//     inputs of a key only, send them from a template task of one input whose body forwards them (a feeder).
+//     a control input); tt->invoke(v0, ...) for a void key. Every data input is given at once.
+//   * tt->template invoke_input<J>(key, v) seeds input J of the task of `key` only (TTG's in<J>()->send; no v
+//     for a control input; invoke_input<J>(v) for a void key): the task runs once its other inputs have come,
+//     from tasks or other calls. A value given twice to one input of a task is an error, as for sends.
 //     The template task must belong to a graph already (graph(...) made), else weft::flow::error ("not part of
-//     a graph"); graph.invoke(...) is the same call on the graph's first template task.
+//     a graph"); graph.invoke(...) is the same call on the graph's first template task. Both queue their seed
+//     as described under "Graph and runtime" and run it in the next fence(); across ranks it goes to the
+//     key's owner.
 //   * tt->set_priomap(f), f: std::int32_t(const Key&): the priority of the task of each key (default 0).
 //   * tt->set_keymap(f), f: int(const Key&): the process that owns each key (see Model). For a void key (a
 //     single task), pass a lambda taking `const auto&`; without a keymap that task runs on process 0.

@@ -326,6 +326,32 @@ TEST_P(Flow, RanksWithNoWork) {
   EXPECT_EQ(sum_all(static_cast<std::uint64_t>(ran.load())), 303u);
 }
 
+// invoke_input<J> across ranks: every rank seeds one input of keys that other ranks own (input 0 from rank
+// k % n, input 1 from the next rank), and each task runs on its owner with both.
+TEST_P(Flow, InvokeInputTravelsToTheOwner) {
+  weft::Runtime rt(options(GetParam()));
+  const int me = world_rank(), n = world_size();
+  const int keys = 60;
+  std::atomic<int> ran{0}, bad{0};
+  weft::flow::Edge<int, int> a("a");
+  weft::flow::Edge<int, std::string> b("b");
+  auto t = weft::flow::make_tt<int>(
+      [&](const int& k, int x, const std::string& s) {
+        ran.fetch_add(1);
+        if (x != k * 3 || s != "key " + std::to_string(k) || k % n != me) bad.fetch_add(1);
+      },
+      weft::flow::edges(a, b), weft::flow::edges(), "pair");
+  t->set_keymap([n](const int& k) { return k % n; });
+  auto g = weft::flow::graph(rt, t);
+  for (int k = 0; k < keys; ++k) {
+    if ((k + 1) % n == me) t->invoke_input<0>(k, k * 3);
+    if ((k + 2) % n == me) t->invoke_input<1>(k, "key " + std::to_string(k));
+  }
+  g.wait();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(sum_all(static_cast<std::uint64_t>(ran.load())), static_cast<std::uint64_t>(keys));
+}
+
 // A void-key template task (a single task): without a keymap it runs on process 0; a keymap taking `const auto&`
 // places it elsewhere (flow.hpp, "Template task members").
 TEST_P(Flow, VoidKeyTaskPlacement) {

@@ -109,6 +109,54 @@ TEST_P(FlowWorkers, TwoInputsJoinPerTupleKey) {
       EXPECT_EQ(got[Key(i, j)], std::to_string(i * j) + ":" + std::to_string(i) + "," + std::to_string(j));
 }
 
+// invoke_input<J> seeds one input of a key (TTG's in<J>()->send): each input of a three-input task (data,
+// control, aggregator) from its own calls, some before the graph runs, some from a task, in any order; a void
+// key too. A second value for one input is the usual error.
+TEST_P(FlowWorkers, InvokeInputSeedsOneInput) {
+  const int n = 50;
+  wf::Edge<int, double> x("x");
+  wf::Edge<int, void> go("go");
+  wf::Edge<int, int> parts("parts");
+  wf::Edge<int, void> later("later");
+  std::mutex m;
+  std::map<int, double> got;
+  auto join = wf::make_tt<int>(
+      [&](const int& k, double v, const wf::Aggregator<int>& agg) {
+        int sum = 0;
+        for (int p : agg) sum += p;
+        std::lock_guard<std::mutex> g(m);
+        EXPECT_TRUE(got.emplace(k, v + sum).second) << k;
+      },
+      wf::edges(x, go, wf::make_aggregator(parts, 3)), wf::edges(), "join");
+  // A task that seeds the control input from a body (invoke_input from the running graph delivers at once).
+  auto trigger = wf::make_tt<int>([&](const int& k) { join->template invoke_input<1>(k); }, wf::edges(later),
+                                  wf::edges(), "trigger");
+  auto g = wf::graph(rt, join, trigger);
+  for (int k = n - 1; k >= 0; --k) {
+    for (int p = 0; p < 3; ++p) join->invoke_input<2>(k, k * 10 + p);
+    join->invoke_input<0>(k, k + 0.5);
+    trigger->invoke(k);
+  }
+  g.wait();
+  ASSERT_EQ(got.size(), std::size_t(n));
+  for (int k = 0; k < n; ++k) EXPECT_EQ(got[k], k + 0.5 + (k * 30 + 3)) << k;
+
+  join->invoke_input<0>(7, 1.0);
+  join->invoke_input<0>(7, 2.0);
+  EXPECT_THROW(g.wait(), wf::error);
+
+  wf::Edge<void, int> a("a"), b("b");
+  std::atomic<int> single{0};
+  auto one = wf::make_tt<void>([&](int u, int v) { single = u * 10 + v; }, wf::edges(a, b), wf::edges(), "one");
+  auto g1 = wf::graph(rt, one);
+  one->invoke_input<1>(4);
+  g1.fence();
+  EXPECT_EQ(single.load(), 0);  // still waits for input 0
+  one->invoke_input<0>(3);
+  g1.wait();
+  EXPECT_EQ(single.load(), 34);
+}
+
 }  // namespace
 
 // A user key with std::hash, and one with weft::flow::Hash.

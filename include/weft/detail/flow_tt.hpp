@@ -47,6 +47,20 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     seed(detail::VoidKey{}, std::forward<A>(values)...);
   }
 
+  /// Seeds input J of the task of `key` only (TTG's in<J>()->send): the task runs once its other inputs have
+  /// arrived too, from tasks or other calls. `value` is the input's value; none for a control input. Queued
+  /// and delivered as invoke() is.
+  template <std::size_t J, class... A>
+    requires(!std::is_void_v<Key>)
+  void invoke_input(const KS& key, A&&... value) {
+    seed_input<J>(key, std::forward<A>(value)...);
+  }
+  template <std::size_t J, class... A>
+    requires std::is_void_v<Key>
+  void invoke_input(A&&... value) {
+    seed_input<J>(detail::VoidKey{}, std::forward<A>(value)...);
+  }
+
   /// Priority of the task of each key (larger runs earlier among ready tasks); default 0 for every key.
   void set_priomap(std::function<std::int32_t(const KS&)> f) { priomap_ = std::move(f); }
   /// The process (MPI rank) that owns the task of each key: a value sent to a key runs its task there. Default on
@@ -844,6 +858,19 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   }
   template <class A>
   using InVData = std::decay_t<A>;
+  template <std::size_t J, class... A>
+  void seed_input(const KS& key, A&&... value) {
+    static_assert(J < kIn, "weft::flow: invoke_input<J>: J is not an input of this template task");
+    static_assert(sizeof...(A) == (kData<J> ? 1u : 0u),
+                  "weft::flow: invoke_input<J> takes the key (none for a void key) and one value for a data "
+                  "input, none for a control input");
+    detail::GraphState& g = graph_state();
+    if constexpr (kData<J>) {
+      g.seed(name_, [this, key, v = InV<J>(std::forward<A>(value)...)]() mutable { deliver<J>(key, std::move(v)); });
+    } else {
+      g.seed(name_, [this, key]() { deliver<J>(key, detail::Void{}); });
+    }
+  }
 
   Body body_;
   const char* label_;  ///< name_, interned: the label of its tasks
