@@ -45,7 +45,12 @@
 //   without one, the parent counts as failed and the exception moves up, finally out of Runtime::run.
 //   Later exceptions of the same parent are dropped (Stats::exceptions_dropped). The runtime stays usable.
 //   Cancellation does not depend on timing: a task spawned after a task it depends on has failed is cancelled
-//   too (a datum written by a failed task stays "failed" for its later accessors until the parent completes).
+//   too (a datum written by a failed task stays "failed" for its later accessors until the parent's next
+//   taskwait, which rethrows the exception, or its end; children spawned after that taskwait start afresh,
+//   while a taskwait_on, after which other children may still run, does not end it).
+//   Weak accesses: a task whose weak access follows a failed (or cancelled) task runs its body, as a weak access
+//   never delays it; its children accessing that datum are cancelled, and so are its own successors. (A task of
+//   a cluster, weft/cluster.hpp, is cancelled instead when the failure is known before its body starts.)
 // * A spawn that throws (the body's copy or move, or std::bad_alloc) leaves nothing behind: no task, no
 //   dependency, no descriptor; the exception propagates from spawn.
 // * Memory: the records and descriptors a task keeps for its children are bounded by its unfinished children

@@ -134,8 +134,9 @@ Task* follow_accessors(Worker& w, Task* parent, const void* address, const TaskK
 bool children_accessed(Task* parent, const void* address);
 /// Frees the records of t's domain and the children they name (all finished).
 void destroy_domain(Worker& w, Task* t);
-/// Drops the records of t's domain that name only finished tasks (owner thread; e.g. after a taskwait).
-void sweep_domain(Worker& w, Task* t);
+/// Drops the records of t's domain that name only finished tasks (owner thread), not failed ones unless
+/// `failed_too` (a taskwait: the failure has been delivered, later children start afresh).
+void sweep_domain(Worker& w, Task* t, bool failed_too = false);
 /// Frees the weak nodes of t (called when t itself is freed).
 void destroy_weak_links(Worker& w, Task* t);
 /// Commutative mutual exclusion: take every lock of t, or park t on a busy one (it is rescheduled when the lock
@@ -169,10 +170,15 @@ void sweep_retired(Worker& w, Task* p, bool full);
 /// its children's records and descriptors, and fails it with a child's exception its body did not rethrow.
 /// Returns true if t failed (its successors are cancelled).
 void free_children(Worker& w, Task* t);  ///< its retired list and its domain (all finished)
+/// end_children's rare case: children to free, or weak accesses (a weak predecessor that failed cancels t's
+/// successors: its body ran, as weak accesses never delay it, whatever the timing of the failure).
+void end_children_rest(Worker& w, Task* t);
 inline bool end_children(Worker& w, Task* t) {
-  // One test for the two (or-ed): the usual case, no child's record, is on every dependency task's path.
-  if (reinterpret_cast<std::uintptr_t>(t->retired_head) | reinterpret_cast<std::uintptr_t>(t->domain))
-    free_children(w, t);
+  // One test for the three (or-ed): the usual case, no child's record and no weak access, is on every
+  // dependency task's path.
+  if (reinterpret_cast<std::uintptr_t>(t->retired_head) | reinterpret_cast<std::uintptr_t>(t->domain) |
+      reinterpret_cast<std::uintptr_t>(t->weak)) [[unlikely]]
+    end_children_rest(w, t);
   if (t->has_error.load(std::memory_order_acquire)) [[unlikely]]
     fail_with_child_error(w, t);
   return t->cancelled.load(std::memory_order_relaxed);

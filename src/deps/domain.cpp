@@ -211,14 +211,17 @@ struct Domain {
 
   /// Drops the records that name only finished tasks (see the top of the file) and prunes the lists of the
   /// others; rebuilds the table at the size of what is left. Owner thread; no Record pointer may be held.
-  void sweep(Worker& w, Task* producer) {
-    auto done = [](const Record& r) {
+  /// `failed_too`: at a taskwait (every child finished, the failure rethrown): the records of failed tasks go
+  /// too, and the children spawned after it start afresh.
+  void sweep(Worker& w, Task* producer, bool failed_too = false) {
+    auto gone = [failed_too](const Task* t) { return !t || (finished(t) && (failed_too || !poisoned(t))); };
+    auto done = [&](const Record& r) {
       if (r.red() && !r.borrowed) return false;  // an open reduction: combined at its close, taskwait or the end
-      if (!forgettable(r.writer) || !forgettable(r.group_pred)) return false;
+      if (!gone(r.writer) || !gone(r.group_pred)) return false;
       for (const Task* x : r.readers)
-        if (!forgettable(x)) return false;
+        if (!gone(x)) return false;
       for (const Task* x : r.members)
-        if (!forgettable(x)) return false;
+        if (!gone(x)) return false;
       return true;
     };
     std::size_t kept = 0;
@@ -847,9 +850,10 @@ void free_held(Worker& w, Task*& held, ReductionGroup*& held_groups) {
     if (link(w, node, wc.data(), wc.size())) {
       if (node->kind == &kReportedWeakNode) [[unlikely]]  // no predecessor left: as if the node completed
         t->kind->weak_ready(w, t, node);
-      // A predecessor that had already failed: t is cancelled, as complete_weak would cancel it had the
-      // predecessor finished after this link (t's own successors then see t poisoned).
-      if (node->cancelled.load(std::memory_order_relaxed)) [[unlikely]]
+      // A predecessor that had already failed: a task of a cluster is cancelled, as complete_reported_weak would
+      // cancel it had the predecessor finished after this link. Any other task runs its body, as it would had
+      // the predecessor failed later: its successors are cancelled when it completes (end_children).
+      if (node->cancelled.load(std::memory_order_relaxed) && node->kind == &kReportedWeakNode) [[unlikely]]
         t->cancelled.store(true, std::memory_order_relaxed);
       node->succ_head.store(kClosed, std::memory_order_release);
       t->alive.fetch_sub(kWeakUnit, std::memory_order_relaxed);
@@ -1033,8 +1037,8 @@ bool register_accesses(Worker& w, Task* parent, Task* t, const Access* acc, std:
   return register_one(w, parent, t, acc);
 }
 
-void sweep_domain(Worker& w, Task* t) {
-  if (t->domain) t->domain->sweep(w, t);
+void sweep_domain(Worker& w, Task* t, bool failed_too) {
+  if (t->domain) t->domain->sweep(w, t, failed_too);
 }
 
 void writers_of(Worker& w, Task* parent, const void* address) {

@@ -71,23 +71,29 @@ bool complete_join(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   return false;  // not counted in its producer's children
 }
 
-bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo);
+bool complete_weak_node(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo, bool cancel_owner);
 
 // A task of a cluster learns where the datum is now, before the children waiting on the node are released.
 bool complete_reported_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   t->parent->kind->weak_ready(w, t->parent, t);
-  return complete_weak(w, t, best, todo);
+  return complete_weak_node(w, t, best, todo, true);
 }
 
-bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+// A weak predecessor failed: the node is poisoned, so the owner's children on the datum are cancelled; the
+// owner's body is not (a weak access never delays it, so whether it had started would be timing): the owner's
+// own successors are cancelled when it completes (end_children_rest). `cancel_owner`: a task of a cluster,
+// whose body is skipped if it has not started (see kReportedWeakNode).
+bool complete_weak_node(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo, bool cancel_owner) {
   Task* const owner = t->parent;  // the task whose weak access this node stands for; it frees the node
   const bool poison = t->cancelled.load(std::memory_order_relaxed);
   release_successors(w, t, poison, best, todo);
-  // A weak predecessor failed: the task depends on it, so it is cancelled too (its body, if it has not started,
-  // and its successors).
-  if (poison) owner->cancelled.store(true, std::memory_order_relaxed);
+  if (poison && cancel_owner) owner->cancelled.store(true, std::memory_order_relaxed);
   if (owner->alive.fetch_sub(kWeakUnit, std::memory_order_acq_rel) == kWeakUnit) todo.push_back(owner);
   return false;
+}
+
+bool complete_weak(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
+  return complete_weak_node(w, t, best, todo, false);
 }
 
 }  // namespace
@@ -122,6 +128,16 @@ void free_children(Worker& w, Task* t) {
   t->retired_head = t->retired_tail = nullptr;
   t->retired_count = 0;
   if (t->domain) destroy_domain(w, t);
+}
+
+void end_children_rest(Worker& w, Task* t) {
+  if (t->retired_head || t->domain) free_children(w, t);
+  // Every weak node of t has completed (each counts in t's `alive`): their poison is final.
+  for (std::uint8_t k = 0; k < t->n_weak; ++k)
+    if (t->weak[k].node->cancelled.load(std::memory_order_relaxed)) {
+      t->cancelled.store(true, std::memory_order_relaxed);  // poisons t's successors
+      break;
+    }
 }
 
 void free_extras(Worker& w, Task* t) {
@@ -274,8 +290,9 @@ void wait_children(Context& cx, detail::Task* t, detail::Worker& w, bool flush) 
   detail::trace::on_wait_begin(w);
   detail::wait_for_children(w, t);
   detail::settle_reductions(w, t);  // open reductions are combined: the taskwait sees their result
-  // Every child has finished: what the domain still names can go (records of failed tasks excepted).
-  detail::sweep_domain(w, t);
+  // Every child has finished: what the domain still names can go, failed tasks included (the failure is
+  // rethrown below; children spawned after this wait start afresh).
+  detail::sweep_domain(w, t, /*failed_too=*/true);
   detail::sweep_retired(w, t, /*full=*/true);
   if (t->kind->after_wait) [[unlikely]]  // a task of a cluster: its children's data comes here (src/cluster)
     t->kind->after_wait(w, t, nullptr, flush);

@@ -599,14 +599,16 @@ void task_body(Exec& e, int id, Ctx& ctx) {
 //    weak_* -> like the strong mode, for the task's weak predecessors. The relation is transitively closed by
 //    the propagation itself: a cancelled task counts as failed for its own dependents.
 //  * a task is cancelled (body skipped, no children, no exception) iff a strong predecessor failed or was
-//    cancelled;
+//    cancelled; a taskwait (every child finished) forgets the predecessors: children spawned after it have
+//    none among the children before it;
 //  * a task fails iff its body throws (its own exception, or one a wait rethrew that it does not catch) or it
 //    ends with an unrethrown child exception; a failure records one exception in the parent per cause (own,
 //    then unrethrown), the first one pending is rethrown by the parent's next wait, the others are dropped;
 //  * Runtime::run rethrows the root body's exception, else its unrethrown child exception.
 // Where the engine may legitimately behave either way, the program is rejected as ambiguous (make_program
 // draws other throwers):
-//  * a weak predecessor of a task fails: the task's body may or may not have started when it is cancelled;
+//  * a weak predecessor of a task fails (its body runs, its successors and its children on the datum are
+//    cancelled: not modelled here; tests/unit/exceptions_test.cpp checks it);
 //  * a taskwait_on returns while a failed child it does not wait for (directly or through its predecessors) is
 //    pending: that exception may or may not have arrived.
 // Reductions: members of a group (consecutive reductions with one operator, weak ones included) are a group
@@ -816,6 +818,7 @@ struct RefCtx {
   }
   void taskwait() {
     settle();
+    recs.clear();  // every child has finished: later children start afresh, a failed writer forgotten
     rethrow();
   }
   void taskwait_on(int v) {
