@@ -173,11 +173,13 @@ void free_children(Worker& w, Task* t);  ///< its retired list and its domain (a
 /// end_children's rare case: children to free, or weak accesses (a weak predecessor that failed cancels t's
 /// successors: its body ran, as weak accesses never delay it, whatever the timing of the failure).
 void end_children_rest(Worker& w, Task* t);
+/// kWeak false: t's kind never has weak accesses (a taskiter instance).
+template <bool kWeak = true>
 inline bool end_children(Worker& w, Task* t) {
   // One test for the three (or-ed): the usual case, no child's record and no weak access, is on every
   // dependency task's path.
   if (reinterpret_cast<std::uintptr_t>(t->retired_head) | reinterpret_cast<std::uintptr_t>(t->domain) |
-      reinterpret_cast<std::uintptr_t>(t->weak)) [[unlikely]]
+      (kWeak ? reinterpret_cast<std::uintptr_t>(t->weak) : 0)) [[unlikely]]
     end_children_rest(w, t);
   if (t->has_error.load(std::memory_order_acquire)) [[unlikely]]
     fail_with_child_error(w, t);

@@ -1043,11 +1043,11 @@ template <bool kUpdated, bool kChained = false>
 // kChained: as for complete_instance (run_vertex's fast path).
 template <bool kChained = false>
 [[gnu::always_inline]] inline bool complete_replayed(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
-  const bool failed = end_children(w, t);  // a replayed body may spawn children of its own
+  const bool failed = end_children</*kWeak=*/false>(w, t);  // a replayed body may spawn children of its own
   return !complete_instance<false, kChained>(w, t, failed, best);
 }
 bool complete_updated(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
-  const bool failed = end_children(w, t);
+  const bool failed = end_children</*kWeak=*/false>(w, t);
   return !complete_instance<true>(w, t, failed, best);
 }
 
@@ -1058,7 +1058,7 @@ bool complete_updated(Worker& w, Task* t, Task*& best, std::vector<Task*>&) {
 bool complete_first(Worker& w, Task* t, Task*& best, std::vector<Task*>& todo) {
   IterNode& v = *t->iter;
   IterLoop& L = *v.loop;
-  if (end_children(w, t)) [[unlikely]]
+  if (end_children</*kWeak=*/false>(w, t)) [[unlikely]]
     L.failed.store(true, std::memory_order_relaxed);
   t->alive.store(kAliveGuard, std::memory_order_relaxed);  // as a replayed instance leaves it
   IterLoop::drop_first_edges(w, t);
