@@ -1116,6 +1116,16 @@ Engine::Service& Engine::install_service(std::size_t slot, std::unique_ptr<Servi
 }
 
 Engine::~Engine() {
+  // A Runtime destroyed while a run is in progress (from one of its own tasks, or while another thread is in
+  // run()) would free what the workers use: say so and stop, rather than crash somewhere else later.
+  const bool own_task = tls_worker && tls_worker->engine == this;
+  if (own_task || !run_mutex_.try_lock()) {
+    std::fprintf(stderr, "weft: a Runtime was destroyed %s; destroy it only once every run() has returned\n",
+                 own_task ? "from inside one of its own tasks" : "while another thread is in its run()");
+    std::fflush(stderr);
+    std::abort();
+  }
+  run_mutex_.unlock();
   // Services first: they may detach progress sources, which needs the engine whole.
   for (auto& s : services_) delete s.exchange(nullptr, std::memory_order_acquire);
   stop_.store(true, std::memory_order_release);
