@@ -191,6 +191,9 @@ struct Access {
 };
 
 namespace detail {
+/// Throws std::invalid_argument: access `index` of a spawn_accesses array has a mode that is no AccessMode.
+[[noreturn]] void bad_access_mode(std::size_t index, unsigned mode);
+
 template <class T>
 constexpr void check_not_pointer() {
   static_assert(!std::is_pointer_v<T>,
@@ -712,6 +715,9 @@ class Context {
     detail::SpawnAttrs attrs;
     [[maybe_unused]] std::size_t i = 0;
     (add_clause(static_cast<Access*>(nullptr), i, attrs, std::forward<Clauses>(clauses)), ...);
+    for (std::size_t k = 0; k < n; ++k)  // an Access built by hand: its mode must be one of AccessMode's
+      if (static_cast<unsigned>(accesses[k].mode) > static_cast<unsigned>(AccessMode::weak_reduction)) [[unlikely]]
+        detail::bad_access_mode(k, static_cast<unsigned>(accesses[k].mode));
     if constexpr (no != 0) {
       using Fn = std::decay_t<F>;
       detail::check_offloadable<Fn>();
@@ -752,7 +758,8 @@ class Context {
 
   /// A completion event of this task: the task completes only once the event is fulfilled (as well as its body
   /// returned and its children finished). See "Completion events" at the top of this file. Throws
-  /// weft::taskiter_error in a taskiter body or a task it recorded.
+  /// weft::taskiter_error in a taskiter body itself (the recorder); the tasks it spawns, replayed every
+  /// iteration, may take events (a fresh one each iteration).
   Event event();
 
   /// Index of the worker running this task, 0 .. num_workers()-1.

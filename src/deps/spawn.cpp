@@ -4,6 +4,7 @@
 // Descriptor lifetime: a child is named by records of its parent's domain (record_refs); once no record names it,
 // it is retired to its parent's list and recycled there once finished, by the parent's body thread only (so the
 // records' pointers stay valid while that thread reads them).
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -262,6 +263,12 @@ void finish_spawn_reductions(Context& cx, Task* t, const Access* acc, std::size_
   w.red_specs = specs;
   w.n_red_specs = nr;
   finish_spawn(cx, t, acc, n, attrs);
+}
+
+void bad_access_mode(std::size_t index, unsigned mode) {
+  throw std::invalid_argument("weft: spawn_accesses: access " + std::to_string(index) + " has mode " +
+                              std::to_string(mode) + ", which is no weft::AccessMode (build accesses with "
+                              "weft::in, weft::out, ... or give one of AccessMode's values)");
 }
 
 void discard_spawn(Context& cx, Task* t) noexcept {

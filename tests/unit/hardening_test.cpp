@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -115,6 +116,26 @@ TEST(Hardening, NullAndEmptyRegions) {
     cx.spawn([&] { ++order; }, weft::in(static_cast<const int*>(nullptr), 0));
   });
   EXPECT_EQ(order, 3);
+}
+
+// An Access built by hand whose mode is no AccessMode is refused by spawn_accesses, naming the access; the
+// task never exists.
+TEST(Hardening, AccessModeOutOfRangeIsRefused) {
+  weft::Runtime rt = make_runtime(2);
+  int a = 0, b = 0;
+  bool ran = false;
+  std::string what;
+  rt.run([&](weft::Context& cx) {
+    const weft::Access acc[] = {weft::in(a), {&b, sizeof b, static_cast<weft::AccessMode>(77)}};
+    try {
+      cx.spawn_accesses([&] { ran = true; }, acc, 2);
+    } catch (const std::invalid_argument& e) {
+      what = e.what();
+    }
+  });
+  EXPECT_FALSE(ran);
+  EXPECT_NE(what.find("access 1 has mode 77"), std::string::npos) << what;
+  EXPECT_EQ(rt.stats().tasks_created, 0u);
 }
 
 struct ThrowingCopy {
