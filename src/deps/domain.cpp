@@ -105,9 +105,6 @@ inline void release(Task* producer, Task* t) {
   if (--t->record_refs == 0) retire(producer, t);
 }
 
-/// Whether a record may forget t: finished, and not failed (a failed task cancels its later accessors).
-inline bool forgettable(const Task* t) { return !t || (finished(t) && !poisoned(t)); }
-
 /// Drops finished tasks from a list, keeping the first one that failed (enough to cancel later accessors).
 void prune(Task* producer, std::vector<Task*>& list) {
   bool failed_kept = false;
@@ -214,6 +211,7 @@ struct Domain {
   /// `failed_too`: at a taskwait (every child finished, the failure rethrown): the records of failed tasks go
   /// too, and the children spawned after it start afresh.
   void sweep(Worker& w, Task* producer, bool failed_too = false) {
+    // Whether a record may forget t: finished, and not failed (a failed task cancels its later accessors).
     auto gone = [failed_too](const Task* t) { return !t || (finished(t) && (failed_too || !poisoned(t))); };
     auto done = [&](const Record& r) {
       if (r.red() && !r.borrowed) return false;  // an open reduction: combined at its close, taskwait or the end

@@ -137,7 +137,7 @@ void GraphBase::fence() {
               // On several processes this rank alone would leave the fence with the error, the others not:
               // as for a task that throws, end the job with one line.
               if (g.remote)
-                g.remote->fail("weft::flow: invoke() on '" + s->who + "', queued for this fence, threw " +
+                g.remote->fail("weft::flow: invoke() on '" + *s->who + "', queued for this fence, threw " +
                                detail::describe_current_exception());
               throw;
             }

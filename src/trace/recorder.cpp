@@ -476,8 +476,8 @@ void Recorder::append_json(const Profile& p) {
 }
 
 void Recorder::finish() {
-  if (!tracing_ || finished_) return;
-  finished_ = true;
+  if (!tracing_) return;
+  tracing_ = false;  // written once (the engine's workers have stopped: nothing records any more)
   clock_.calibrate();
   std::string why;
   trace_file_ = std::fopen(trace_path_.c_str(), "w");

@@ -154,8 +154,7 @@ class Recorder {
   std::string json_path_, trace_path_;
   std::FILE* json_file_ = nullptr;
   long json_tail_ = 0;  ///< offset of the closing "]}" that each run overwrites
-  bool tracing_ = false;   ///< a trace file was asked for (written by finish())
-  bool finished_ = false;
+  bool tracing_ = false;   ///< a trace file was asked for and is not written yet (finish() writes it)
   std::FILE* trace_file_ = nullptr;  ///< open only while finish() writes it
 
   std::unordered_set<std::string> names_;  ///< copies of the traced names (keep_names)

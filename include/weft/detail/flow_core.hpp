@@ -617,10 +617,12 @@ struct GraphState {
   std::atomic<bool> executing{false};
   std::atomic<bool> failed{false};   ///< a body threw: later bodies are skipped
   struct Seed {
-    explicit Seed(const std::string& w) : who(w) {}
+    explicit Seed(const std::string& w) : who(&w) {}
     virtual ~Seed() = default;
     virtual void run() = 0;
-    std::string who;  ///< the template task invoked (named if the call fails on a graph of several processes)
+    /// The name of the template task invoked (named if the call fails on a graph of several processes; the
+    /// graph holds the task, so its name outlives the seed).
+    const std::string* who;
   };
   template <class F>
   struct SeedOf final : Seed {

@@ -30,9 +30,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   }
   /// Leaves its input edges: a producer that outlives it then sends into an edge without this consumer (an
   /// error if it has no other), not into a destroyed object.
-  ~TT() override {
-    for (auto& leave : disconnect_) leave();
-  }
+  ~TT() override { leave_inputs(std::index_sequence_for<In...>{}); }
 
   /// Seeds the task of `key`: delivers one value per data input (control inputs need none), in input order. If
   /// the graph is not executing, the call is queued and runs at the start of the next fence()/wait().
@@ -252,10 +250,14 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     if constexpr (std::is_copy_constructible_v<V>) c.copy = &copy_in<J>;
     if constexpr (!detail::cheap_v<V>) c.share = &share_in<J>;
     st->consumers.push_back(c);
-    disconnect_.push_back([s = st.get(), self = this] {
-      std::erase_if(s->consumers, [self](const detail::Consumer<KS, V>& x) { return x.tt == self; });
-    });
-    keep(st, true);
+    static_assert(std::is_same_v<typename std::remove_cvref_t<decltype(st)>::element_type, detail::EdgeState<KS, V>>);
+    keep(st, true);  // held_[J]: input J's edge (the inputs are connected first, in order; see leave_inputs)
+  }
+  template <std::size_t... J>
+  void leave_inputs(std::index_sequence<J...>) {
+    (std::erase_if(static_cast<detail::EdgeState<KS, InV<J>>*>(held_[J].get())->consumers,
+                   [this](const detail::Consumer<KS, InV<J>>& x) { return x.tt == this; }),
+     ...);
   }
   template <std::size_t J>
   static void move_in(void* tt, const KS& k, InV<J>&& v) {
@@ -875,8 +877,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   Body body_;
   const char* label_;  ///< name_, interned: the label of its tasks
   out_type out_;
-  std::vector<std::shared_ptr<void>> held_;  ///< the edges, alive as long as this task
-  std::vector<std::function<void()>> disconnect_;  ///< per input edge: removes this task from its consumers
+  std::vector<std::shared_ptr<void>> held_;  ///< the edges, alive as long as this task: inputs first, in order
   std::function<std::size_t(const KS&)> count_of_[kIn];
   std::size_t fixed_[kIn] = {};
   std::function<std::int32_t(const KS&)> priomap_;
