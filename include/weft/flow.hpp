@@ -14,7 +14,8 @@
 //   template task has one task per key; the task of key k runs once every input edge has delivered its value for
 //   k (a template task with a single non-aggregator input makes a task of every value it receives: a key sent
 //   twice runs twice). A running task sends values along its output edges to the tasks of any keys it chooses (send<i>,
-//   broadcast<i>): the graph unfolds dynamically and may contain cycles (a template task feeding itself).
+//   broadcast<i>, broadcast<i, j, ...> for several edges at once): the graph unfolds dynamically and may contain
+//   cycles (a template task feeding itself).
 // * Keys: any copyable type with operator== and a hash (std::hash<Key>, a std::tuple or std::pair of hashable
 //   types, or a specialisation of weft::flow::Hash<Key>); `void` for a template task with a single task.
 //   Values: any movable type; `void` makes a control-only edge (sendk: the task just learns that it may run).
@@ -29,9 +30,10 @@
 //   every input is passed as an rvalue of a value of the task's own.
 // * Data ownership: a value sent to exactly one task is moved to it if sent as an rvalue (std::move), copied
 //   once if sent as an lvalue. A value sent to several tasks (an edge with several consuming template tasks, or
-//   broadcast to several keys) is stored once, read-only and reference counted; a task taking it by value (or
-//   `V&`) gets a copy unless it is the last holder, which takes the shared copy itself. Small trivially copyable
-//   values (at most 16 bytes) are simply copied to each task.
+//   broadcast to several keys, or to the keys of several edges of one value type) is stored once, read-only and
+//   reference counted; a task taking it by value (or `V&`) gets a copy unless it is the last holder, which
+//   takes the shared copy itself. Small trivially copyable values (at most 16 bytes) are simply copied to each
+//   task.
 // * Aggregators: make_aggregator(edge, n) or make_aggregator(edge, [](const Key& k) { return n(k); }) as an
 //   input makes the task of k wait for n (resp. n(k) >= 1) values on that edge; the body receives them as an
 //   Aggregator<V> (iterable, in arrival order: sort them for a reproducible floating-point reduction),
@@ -57,7 +59,8 @@
 //       the owner, whose keymap you know).
 //     - A value sent to (or invoked on) a key of another rank travels there in one message with the key, and is
 //       delivered there as a local send would be: the receiving task gets a copy of its own (or, for several
-//       keys of that rank, one shared copy). A broadcast sends one message per owner rank, the value once.
+//       keys of that rank, one shared copy). A broadcast sends one message per owner rank, the value once
+//       (broadcast<i, j, ...>: one message per terminal and owner rank).
 //     - What can cross: trivially copyable types as bytes; std::pair / std::tuple of them; any other type that
 //       cereal can serialize: std::string, std::vector, std::array, std::map, std::set, std::unordered_map,
 //       std::pair, std::tuple, std::optional, std::variant, std::complex (weft includes cereal's support for
@@ -279,6 +282,44 @@ void broadcastk(const Keys& keys, std::tuple<O...>& out) {
   using T = detail::terminal_t<I, O...>;
   static_assert(std::is_void_v<typename T::value_type>, "weft::flow::broadcastk: the edge carries values: use broadcast<i>(keys, value, out)");
   std::get<I>(out).put_many(keys, detail::Void{});
+}
+
+/// Sends one `value` along several output terminals I, J, ... (TTG's broadcast<I, J, ...>): `keylists` is a
+/// std::tuple with one entry per terminal, in the same order, each a range of that terminal's keys or a single
+/// key: `broadcast<0, 1>(std::make_tuple(keys_a, key_b), value, out)`. Terminals whose value types are the same
+/// share one copy (small trivially copyable values are copied); the value converts to each terminal's type
+/// otherwise. If one of the terminals has no consumer, it throws weft::flow::error before sending anything.
+/// Across processes, each terminal sends one message per owner rank of its keys.
+template <std::size_t I, std::size_t J, std::size_t... Is, class... Lists, class V, class... O>
+void broadcast(const std::tuple<Lists...>& keylists, V&& value, std::tuple<O...>& out) {
+  static_assert(sizeof...(Lists) == 2 + sizeof...(Is),
+                "weft::flow::broadcast<i, j, ...>: give one key list (a range or a key) per terminal, in a std::tuple");
+  static_assert((((I < sizeof...(O)) && (J < sizeof...(O))) && ... && (Is < sizeof...(O))),
+                "weft::flow::broadcast<i, j, ...>: an index is not an output terminal of this template task");
+  static_assert(((!std::is_void_v<typename detail::terminal_t<I, O...>::value_type> &&
+                  !std::is_void_v<typename detail::terminal_t<J, O...>::value_type>) && ... &&
+                 !std::is_void_v<typename detail::terminal_t<Is, O...>::value_type>),
+                "weft::flow::broadcast<i, j, ...>: a control edge carries no value: use broadcastk<i, j, ...>");
+  static_assert(((std::is_convertible_v<const V&, typename detail::terminal_t<I, O...>::value_type> &&
+                  std::is_convertible_v<const V&, typename detail::terminal_t<J, O...>::value_type>) && ... &&
+                 std::is_convertible_v<const V&, typename detail::terminal_t<Is, O...>::value_type>),
+                "weft::flow::broadcast<i, j, ...>: the value does not convert to every terminal's value type");
+  detail::Broadcast<I, J, Is...>::run(keylists, std::forward<V>(value), out);
+}
+
+/// Control only: broadcastk<i> on several terminals, one key list (a range or a key) per terminal, as
+/// broadcast<i, j, ...>. Checks every terminal for a consumer before it sends anything.
+template <std::size_t I, std::size_t J, std::size_t... Is, class... Lists, class... O>
+void broadcastk(const std::tuple<Lists...>& keylists, std::tuple<O...>& out) {
+  static_assert(sizeof...(Lists) == 2 + sizeof...(Is),
+                "weft::flow::broadcastk<i, j, ...>: give one key list (a range or a key) per terminal, in a std::tuple");
+  static_assert((((I < sizeof...(O)) && (J < sizeof...(O))) && ... && (Is < sizeof...(O))),
+                "weft::flow::broadcastk<i, j, ...>: an index is not an output terminal of this template task");
+  static_assert(((std::is_void_v<typename detail::terminal_t<I, O...>::value_type> &&
+                  std::is_void_v<typename detail::terminal_t<J, O...>::value_type>) && ... &&
+                 std::is_void_v<typename detail::terminal_t<Is, O...>::value_type>),
+                "weft::flow::broadcastk<i, j, ...>: an edge carries values: use broadcast<i, j, ...>");
+  detail::Broadcast<I, J, Is...>::run(keylists, detail::Void{}, out);
 }
 
 /// The processes a graph built now runs on: the MPI job's size when weft is built with MPI and the program was

@@ -277,6 +277,65 @@ TEST_P(Flow, BroadcastToEveryRank) {
   EXPECT_EQ(total.load(), me == 0 ? static_cast<std::int64_t>(K) * (K + 1) / 2 : -1);
 }
 
+// broadcast<0, 1>: one value to keys of two template tasks with different keymaps (several keys per rank on one
+// terminal, a single key on the other), and broadcastk<2, 3> on two control terminals: every key's task runs
+// once, on its owner, with the value.
+TEST_P(Flow, BroadcastToSeveralTerminalsAcrossRanks) {
+  weft::Runtime rt(options(GetParam()));
+  const int me = world_rank(), n = world_size();
+  const int K = 3 * n + 1;
+  std::atomic<int> wrong{0}, ran{0};
+  std::atomic<std::int64_t> keysum{0};
+  weft::flow::Edge<int, std::vector<int>> a("a"), b("b");
+  weft::flow::Edge<int, void> ca("ca"), cb("cb");
+  weft::flow::Edge<int, void> start("start");
+  auto src = weft::flow::make_tt<int>(
+      [&](const int&, auto& out) {
+        std::vector<int> keys(K);
+        for (int k = 0; k < K; ++k) keys[k] = k;
+        weft::flow::broadcast<0, 1>(std::make_tuple(keys, 1000 + n - 1), std::vector<int>{7, 8, 9}, out);
+        weft::flow::broadcastk<2, 3>(std::make_tuple(1000, keys), out);
+      },
+      weft::flow::edges(start), weft::flow::edges(a, b, ca, cb), "source");
+  auto leaf = [&](auto keymap, const char* name, auto& edge) {
+    auto tt = weft::flow::make_tt<int>(
+        [&, keymap](const int& k, const std::vector<int>& v) {
+          if (keymap(k) != me || v != std::vector<int>{7, 8, 9}) wrong.fetch_add(1);
+          ran.fetch_add(1);
+          keysum.fetch_add(k);
+        },
+        weft::flow::edges(edge), weft::flow::edges(), name);
+    tt->set_keymap(keymap);
+    return tt;
+  };
+  auto control = [&](auto keymap, const char* name, auto& edge) {
+    auto tt = weft::flow::make_tt<int>(
+        [&, keymap](const int& k) {
+          if (keymap(k) != me) wrong.fetch_add(1);
+          ran.fetch_add(1);
+          keysum.fetch_add(k);
+        },
+        weft::flow::edges(edge), weft::flow::edges(), name);
+    tt->set_keymap(keymap);
+    return tt;
+  };
+  auto by_mod = [n](const int& k) { return k % n; };
+  auto reversed = [n](const int& k) { return n - 1 - k % n; };
+  auto la = leaf(by_mod, "leaf-a", a);
+  auto lb = leaf(reversed, "leaf-b", b);
+  auto lca = control(by_mod, "control-a", ca);
+  auto lcb = control(reversed, "control-b", cb);
+  src->set_keymap([n](const int&) { return n - 1; });
+  auto g = weft::flow::graph(rt, src);
+  if (me == 0) src->invoke(0);  // seeded on rank 0, runs on rank n - 1
+  g.wait();
+  EXPECT_EQ(wrong.load(), 0);
+  const std::int64_t keys = static_cast<std::int64_t>(K) * (K - 1) / 2;
+  EXPECT_EQ(sum_all(static_cast<std::uint64_t>(ran.load())), static_cast<std::uint64_t>(2 * K + 2));
+  EXPECT_EQ(sum_all(static_cast<std::uint64_t>(keysum.load())),
+            static_cast<std::uint64_t>(2 * keys + 1000 + n - 1 + 1000));
+}
+
 // Many tiny messages: every rank sends values to keys spread over all ranks (10^5 in all at full scale).
 TEST_P(Flow, ManyTinyMessages) {
   weft::Runtime rt(options(GetParam()));

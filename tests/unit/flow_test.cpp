@@ -317,6 +317,89 @@ TEST_P(FlowWorkers, CopiesOnlyWhenNeeded) {
   EXPECT_LE(twenty, 19 + extra);
 }
 
+// broadcast<i, j, ...>: one value to keys of several terminals (TTG's broadcast<0, 1>), one key list per
+// terminal (a range or one key). Terminals of one value type share a single copy: read-only consumers make no
+// copy at all, whatever the number of terminals and keys.
+TEST_P(FlowWorkers, BroadcastToSeveralTerminalsSharesOneCopy) {
+  wf::Edge<int, Counted> a("a"), b("b"), c("c");
+  std::mutex m;
+  std::multiset<std::pair<char, int>> got;  // (terminal, key)
+  std::atomic<long> sum{0};
+  auto src = wf::make_tt<int>(
+      [](const int&, auto& out) {
+        wf::broadcast<0, 2, 1>(std::make_tuple(std::vector<int>{1, 2, 3}, 7, std::array<int, 2>{5, 6}), Counted(4),
+                               out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a, b, c), "src");
+  auto sink = [&](char tag) {
+    return [&, tag](const int& k, const Counted& v) {
+      sum += v.v;
+      std::lock_guard<std::mutex> g(m);
+      got.insert({tag, k});
+    };
+  };
+  auto ta = wf::make_tt<int>(sink('a'), wf::edges(a), wf::edges(), "ta");
+  auto tb = wf::make_tt<int>(sink('b'), wf::edges(b), wf::edges(), "tb");
+  auto tc = wf::make_tt<int>(sink('c'), wf::edges(c), wf::edges(), "tc");
+  auto g = wf::graph(rt, src);
+  Counted::reset();
+  g.invoke(0);
+  g.wait();
+  const std::multiset<std::pair<char, int>> want{{'a', 1}, {'a', 2}, {'a', 3}, {'c', 7}, {'b', 5}, {'b', 6}};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(sum.load(), 4L * 6);
+  EXPECT_EQ(Counted::copies.load(), 0);  // one shared copy for the six tasks of three terminals
+  EXPECT_LE(Counted::moves.load(), 1);   // the rvalue moved into it
+}
+
+// Terminals of different value types each get the value converted; small trivially copyable values are copied.
+// Control terminals: broadcastk<i, j>. Empty key lists send nothing on their terminal.
+TEST_P(FlowWorkers, BroadcastToSeveralTerminalsOfOtherTypes) {
+  wf::Edge<int, double> d("d");
+  wf::Edge<int, long> l("l");
+  wf::Edge<int, void> c1("c1"), c2("c2");
+  std::atomic<long> total{0};
+  std::atomic<int> controls{0};
+  auto src = wf::make_tt<int>(
+      [](const int&, auto& out) {
+        wf::broadcast<0, 1>(std::make_tuple(std::vector<int>{1, 2}, 3), 5, out);
+        wf::broadcast<1, 0>(std::make_tuple(9, std::vector<int>{}), 2, out);  // nothing to d
+        wf::broadcastk<2, 3>(std::make_tuple(std::vector<int>{10, 11, 12}, 13), out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(d, l, c1, c2), "src");
+  auto td = wf::make_tt<int>([&](const int& k, double v) { total += static_cast<long>(v) * k; }, wf::edges(d),
+                             wf::edges(), "td");
+  auto tl = wf::make_tt<int>([&](const int& k, long v) { total += v * k * 100; }, wf::edges(l), wf::edges(), "tl");
+  auto tc = wf::make_tt<int>([&](const int& k) { controls += k; }, wf::edges(c1), wf::edges(), "tc");
+  auto tc2 = wf::make_tt<int>([&](const int& k) { controls += 1000 * k; }, wf::edges(c2), wf::edges(), "tc2");
+  auto g = wf::graph(rt, src);
+  g.invoke(0);
+  g.wait();
+  EXPECT_EQ(total.load(), 5L * (1 + 2) + 5L * 3 * 100 + 2L * 9 * 100);
+  EXPECT_EQ(controls.load(), 10 + 11 + 12 + 13000);
+}
+
+// One terminal without a consumer: nothing is sent on any terminal (the error comes before the first delivery).
+TEST_P(FlowWorkers, BroadcastToSeveralTerminalsChecksEveryConsumerFirst) {
+  wf::Edge<int, std::string> used("used"), nowhere("nowhere");
+  std::atomic<int> ran{0};
+  auto src = wf::make_tt<int>(
+      [](const int&, auto& out) {
+        wf::broadcast<0, 1>(std::make_tuple(std::vector<int>{1, 2}, 3), std::string("x"), out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(used, nowhere), "src");
+  auto sink = wf::make_tt<int>([&](const int&, const std::string&) { ++ran; }, wf::edges(used), wf::edges(), "sink");
+  auto g = wf::graph(rt, src);
+  g.invoke(0);
+  try {
+    g.wait();
+    ADD_FAILURE() << "a broadcast with a terminal that nothing consumes was taken";
+  } catch (const wf::error& x) {
+    EXPECT_NE(std::string(x.what()).find("edge 'nowhere'"), std::string::npos) << x.what();
+  }
+  EXPECT_EQ(ran.load(), 0);
+}
+
 TEST_P(FlowWorkers, MoveOnlyValues) {
   wf::Edge<int, std::unique_ptr<int>> e;
   std::atomic<int> sum{0};

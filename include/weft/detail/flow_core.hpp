@@ -2,6 +2,7 @@
 // public API; include weft/flow.hpp.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <concepts>
@@ -506,6 +507,79 @@ class Out {
   }
 
   EdgeState<KS, VS>* e_;
+
+  template <std::size_t...>
+  friend struct Broadcast;
+  /// Throws no_consumer unless the edge has a consumer (a broadcast over several terminals checks them all
+  /// before it sends anything).
+  void require_consumer() const {
+    if (e_->consumers.empty()) [[unlikely]]
+      no_consumer(e_->name);
+  }
+  /// This terminal's part of a broadcast over several terminals that share one copy `s` (the caller holds a
+  /// reference until every terminal has had its part): each local delivery takes a reference of its own.
+  template <class Keys>
+  void share_many(const Keys& keys, Shared<VS>* s) const {
+    const auto& cs = e_->consumers;
+    std::size_t nk = 0;
+    for (const auto& k : keys) {
+      (void)k;
+      ++nk;
+    }
+    if (nk == 0) return;
+    if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner (scatter takes refs)
+      std::vector<KS> ks(std::begin(keys), std::end(keys));
+      for (const auto& c : cs) c.scatter(c.tt, ks, s);
+      return;
+    }
+    // Relaxed: the caller's reference keeps s alive; each delivery's reference is released by its task, which
+    // the delivery (a synchronising hand-over to the worker that runs it) orders after this.
+    s->refs.fetch_add(static_cast<std::uint32_t>(nk * cs.size()), std::memory_order_relaxed);
+    for (const auto& k : keys)
+      for (const auto& c : cs) c.share(c.tt, k, s);
+  }
+};
+
+/// broadcast<I, J, ...>(keylists, value, out): one value to the keys of several output terminals. Every
+/// terminal is checked for a consumer first, so that a missing one sends nothing. Terminals of one value type
+/// (not small and trivially copyable) share one copy; otherwise each gets the value as broadcast<i> would.
+template <std::size_t... Is>
+struct Broadcast {
+  template <class Lists, class V, class... O>
+  static void run(const Lists& lists, V&& value, std::tuple<O...>& out) {
+    (std::get<Is>(out).require_consumer(), ...);
+    using VS = typename std::tuple_element_t<std::array{Is...}[0], std::tuple<O...>>::VS;
+    constexpr bool one_copy =
+        !cheap_v<VS> && (std::is_same_v<typename std::tuple_element_t<Is, std::tuple<O...>>::VS, VS> && ...);
+    if constexpr (one_copy) {
+      struct Hold {  // each terminal's deliveries take references of their own; this one goes on the way out
+        Shared<VS>* s;
+        ~Hold() { s->release(); }
+      } hold{new Shared<VS>(1, std::forward<V>(value))};
+      each(out, [&]<std::size_t K>(const auto& o) { o.share_many(list<K>(lists, o), hold.s); });
+    } else {
+      each(out, [&]<std::size_t K>(const auto& o) { o.put_many(list<K>(lists, o), std::as_const(value)); });
+    }
+  }
+
+ private:
+  // f.template operator()<K>(terminal Is[K]) for each K.
+  template <class... O, class F>
+  static void each(std::tuple<O...>& out, F&& f) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (f.template operator()<K>(std::get<Is>(out)), ...);
+    }(std::make_index_sequence<sizeof...(Is)>{});
+  }
+  // The K-th key list, for terminal o: a range of keys, or one key (anything that converts to o's key type).
+  template <std::size_t K, class Lists, class OutT>
+  static decltype(auto) list(const Lists& lists, const OutT&) {
+    using KS = typename OutT::KS;
+    const auto& l = std::get<K>(lists);
+    if constexpr (std::is_convertible_v<decltype(l), KS>)
+      return std::array<KS, 1>{KS(l)};
+    else
+      return (l);
+  }
 };
 
 template <class E>
