@@ -14,6 +14,25 @@ using detail::trace::appendf;
 namespace {
 double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
+// A label or phase name as one cell of the table: control characters (a newline would break the row) are
+// written as C escapes.
+std::string cell(const std::string& s) {
+  std::string o;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7f) {
+      o += ch;
+    } else if (c == '\n') {
+      o += "\\n";
+    } else if (c == '\t') {
+      o += "\\t";
+    } else {
+      appendf(o, "\\x%02x", c);
+    }
+  }
+  return o;
+}
+
 void worker_row(std::string& o, const char* name, const WorkerProfile& w, double wall) {
   appendf(o, "  %-7s %11.6f %6.1f%% %11.6f %6.1f%% %11.6f %6.1f%% %10llu %10llu %8llu %9llu %7llu\n", name,
           w.work_seconds, pct(w.work_seconds, wall), w.overhead_seconds, pct(w.overhead_seconds, wall),
@@ -98,13 +117,13 @@ std::string to_text(const Profile& p) {
   if (!p.labels.empty()) {
     o += "  label (work time per body)              count       mean us        max us      total ms\n";
     for (const LabelProfile& l : p.labels)
-      appendf(o, "  %-36.36s %10llu %13.3f %13.3f %13.3f\n", l.label.c_str(), static_cast<ull>(l.count),
+      appendf(o, "  %-36.36s %10llu %13.3f %13.3f %13.3f\n", cell(l.label).c_str(), static_cast<ull>(l.count),
               l.mean_seconds * 1e6, l.max_seconds * 1e6, l.total_seconds * 1e3);
   }
   if (!p.phases.empty()) {
     o += "  phase                                   tag      begin ms   duration ms\n";
     for (const PhaseProfile& ph : p.phases)
-      appendf(o, "  %-30.30s %12llu %13.3f %13.3f\n", ph.name.c_str(), static_cast<ull>(ph.tag),
+      appendf(o, "  %-30.30s %12llu %13.3f %13.3f\n", cell(ph.name).c_str(), static_cast<ull>(ph.tag),
               ph.begin_seconds * 1e3, ph.seconds * 1e3);
   }
   if (p.trace_truncated) o += "  trace: buffer full, tracing stopped (raise WEFT_TRACE_BUFFER)\n";

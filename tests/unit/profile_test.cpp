@@ -244,6 +244,28 @@ TEST(Profile, PrintsAtTheEndOfEachRun) {
   EXPECT_NE(err.find("edges_created"), std::string::npos) << err;
 }
 
+// A label or phase name with a newline or other control characters stays one row of the text table (escaped).
+TEST(Profile, ControlCharactersInLabelsKeepOneRowEach) {
+  weft::Options o = profiled(1);
+  weft::Runtime rt(o);
+  rt.run([](weft::Context& cx) {
+    cx.spawn([] {}, weft::label("two\nlines\tand\x01"));
+    cx.spawn([] {}, weft::label("plain"));
+  });
+  const std::string text = weft::to_text(rt.profile());
+  EXPECT_NE(text.find("two\\nlines\\tand\\x01"), std::string::npos) << text;
+  std::size_t rows = 0;
+  for (std::size_t at = 0; (at = text.find('\n', at)) != std::string::npos; ++at) {
+    const std::size_t next = text.find_first_not_of(' ', at + 1);
+    if (next != std::string::npos && text.compare(next, 5, "lines") == 0) ++rows;  // a row cut by the newline
+  }
+  EXPECT_EQ(rows, 0u) << text;
+  weft::Profile p;
+  p.valid = true;
+  p.phases.push_back({"phase\r\nname", 1, 0, 0});
+  EXPECT_NE(weft::to_text(p).find("phase\\x0d\\nname"), std::string::npos) << weft::to_text(p);
+}
+
 TEST(Profile, JsonFileHoldsEveryRunAndIsValidAfterEach) {
   const std::string path = temp_path("profile");
   weft::Options o;
