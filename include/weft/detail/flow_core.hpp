@@ -668,7 +668,10 @@ class TTBase : public std::enable_shared_from_this<TTBase> {
   void set_id(std::uint32_t id) { id_ = id; }
   GraphState* graph() const { return graph_; }
   /// The graph's distributed side (null on one process), kept here for the check every send makes.
-  void set_remote(RemoteBase* r) { remote_ = r; }
+  void set_remote(RemoteBase* r) {
+    remote_ = r;
+    refresh_plain();
+  }
   /// Lets the edges name this template task (for graph() to find the connected ones).
   void link_edges() {
     for (EdgeBase* e : edges_) e->tts.push_back(weak_from_this());
@@ -677,8 +680,13 @@ class TTBase : public std::enable_shared_from_this<TTBase> {
  protected:
   std::string name_;
   std::vector<EdgeBase*> edges_;
+  /// Sets plain_ anew, after a change of graph, remote side, keymap or priomap.
+  virtual void refresh_plain() = 0;
   GraphState* graph_ = nullptr;
   RemoteBase* remote_ = nullptr;
+  /// In a graph, on one process, without keymap or priomap: a send then tests this flag only (configuration
+  /// happens before the graph executes, so workers only read it).
+  bool plain_ = false;
   std::uint32_t id_ = 0;
 };
 

@@ -60,10 +60,16 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   }
 
   /// Priority of the task of each key (larger runs earlier among ready tasks); default 0 for every key.
-  void set_priomap(std::function<std::int32_t(const KS&)> f) { priomap_ = std::move(f); }
+  void set_priomap(std::function<std::int32_t(const KS&)> f) {
+    priomap_ = std::move(f);
+    refresh_plain();
+  }
   /// The process (MPI rank) that owns the task of each key: a value sent to a key runs its task there. Default on
   /// several processes: Hash<Key>(key) modulo the number of processes. On one process every key must map to 0.
-  void set_keymap(std::function<int(const KS&)> f) { keymap_ = std::move(f); }
+  void set_keymap(std::function<int(const KS&)> f) {
+    keymap_ = std::move(f);
+    refresh_plain();
+  }
 
   std::size_t pending() const override { return table_ ? table_->count() : 0; }
 
@@ -109,6 +115,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
 
   void attach(detail::GraphState* g, unsigned workers) override {
     graph_ = g;
+    refresh_plain();
     if constexpr (!kBypass) {
       if (g)
         table_ = std::make_unique<detail::table::TaskTable>(workers);
@@ -289,11 +296,20 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
                   " to process " + std::to_string(owner) + ", but the graph runs on one process (process 0)");
   }
 
-  detail::Task* new_task(const KS& key) {
+  void refresh_plain() override { plain_ = graph_ && !remote_ && !keymap_ && !priomap_; }
+  /// new_task's tests when the template task is not plain_; returns the key's priority.
+  [[gnu::noinline]] std::int32_t checked_priority(const KS& key) {
     detail::GraphState& g = graph_state();  // throws if this template task is in no graph
     if (keymap_ && !g.remote) [[unlikely]]  // (on several processes deliver() has placed the key)
       check_keymap_one_process(key);
-    detail::Task* t = detail::detached_allocate(label_, priomap_ ? priomap_(key) : 0);
+    return priomap_ ? priomap_(key) : 0;
+  }
+
+  detail::Task* new_task(const KS& key) {
+    std::int32_t priority = 0;
+    if (!plain_) [[unlikely]]
+      priority = checked_priority(key);
+    detail::Task* t = detail::detached_allocate(label_, priority);
     void* mem = t->body;
     if constexpr (!kInline) {
       mem = detail::allocate_large_body(sizeof(Record), alignof(Record));
@@ -325,7 +341,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   /// may itself send to this template task, even to the same key, and other workers never spin on user code.
   template <std::size_t J, class Src>
   void deliver(const KS& key, Src&& src) {
-    if (remote_) [[unlikely]] {  // several processes: the key's owner may be another one
+    if (!plain_ && remote_) [[unlikely]] {  // several processes: the key's owner may be another one
       if (sent_away<J>(key, std::forward<Src>(src))) return;
     }
     deliver_here<J>(key, std::forward<Src>(src));
