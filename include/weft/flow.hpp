@@ -1,6 +1,6 @@
 // weft — flow graphs: template task graphs (TTG style) on the weft engine.
 //
-//   weft::flow::Edge<int, double> e;                                   // key type, value type
+//   weft::flow::Edge<int, double> e("e");                              // key type, value type; name (messages)
 //   auto tt = weft::flow::make_tt<int>(                                 // key type
 //       [](const int& k, double x, auto& out) { if (k < 10) weft::flow::send<0>(k + 1, x * 2, out); },
 //       weft::flow::edges(e), weft::flow::edges(e), "step");            // input edges, output edges, name
@@ -41,7 +41,7 @@
 //   value beyond the count starts a new task of that key, which wait() reports as missing inputs unless it
 //   too gets its count (a surplus of exactly n values runs the task twice, undetected).
 // * Every output edge a body sends on needs a consumer: a value sent on an edge that no template task takes as
-//   input throws weft::flow::error from the body (it would be lost). A template task whose last
+//   input throws weft::flow::error from the body (it would be lost; a broadcast to no key sends nothing). A template task whose last
 //   std::shared_ptr is dropped leaves its input edges: keep them until graph() has taken them (the graph then
 //   keeps every template task connected to the ones it was given). One edge named twice among a template
 //   task's inputs feeds both inputs with each value sent on it.
@@ -264,32 +264,36 @@ void send(std::tuple<O...>& out) {
   std::get<I>(out).put(detail::VoidKey{}, detail::Void{});
 }
 
-/// Sends one `value` along output terminal i to the task of every key in `keys` (any range of keys): one shared
-/// copy for all of them (small trivially copyable values are copied).
+/// Sends one `value` along output terminal i to the task of every key in `keys`: a range of keys (any range
+/// whose elements convert to the key type; not a string, unless the keys are strings) or one key. One shared
+/// copy for all of them (small trivially copyable values are copied). No key: nothing is sent.
 template <std::size_t I, class Keys, class V, class... O>
 void broadcast(const Keys& keys, V&& value, std::tuple<O...>& out) {
   detail::check_terminal<I, O...>();
   using T = detail::terminal_t<I, O...>;
   static_assert(!std::is_void_v<typename T::value_type>, "weft::flow::broadcast: a control edge carries no value: use broadcastk<i>(keys, out)");
   static_assert(std::is_convertible_v<V&&, typename T::value_type>, "weft::flow::broadcast: the value does not convert to the edge's value type");
-  std::get<I>(out).put_many(keys, std::forward<V>(value));
+  std::get<I>(out).put_many(detail::key_list<typename T::KS>(keys), std::forward<V>(value));
 }
 
-/// Control only: sendk<i> to every key in `keys`.
+/// Control only: sendk<i> to every key in `keys` (a range of keys or one key, as for broadcast<i>).
 template <std::size_t I, class Keys, class... O>
 void broadcastk(const Keys& keys, std::tuple<O...>& out) {
   detail::check_terminal<I, O...>();
   using T = detail::terminal_t<I, O...>;
   static_assert(std::is_void_v<typename T::value_type>, "weft::flow::broadcastk: the edge carries values: use broadcast<i>(keys, value, out)");
-  std::get<I>(out).put_many(keys, detail::Void{});
+  std::get<I>(out).put_many(detail::key_list<typename T::KS>(keys), detail::Void{});
 }
 
 /// Sends one `value` along several output terminals I, J, ... (TTG's broadcast<I, J, ...>): `keylists` is a
-/// std::tuple with one entry per terminal, in the same order, each a range of that terminal's keys or a single
-/// key: `broadcast<0, 1>(std::make_tuple(keys_a, key_b), value, out)`. Terminals whose value types are the same
-/// share one copy (small trivially copyable values are copied); the value converts to each terminal's type
-/// otherwise. If one of the terminals has no consumer, it throws weft::flow::error before sending anything.
-/// Across processes, each terminal sends one message per owner rank of its keys.
+/// std::tuple (std::make_tuple or std::tie) with one entry per terminal, in the same order, each a range of that
+/// terminal's keys or a single key, as for broadcast<i>: `broadcast<0, 1>(std::make_tuple(keys_a, key_b), value,
+/// out)`. Terminals of one value type share one copy (small trivially copyable values are copied), and a
+/// move-only value can go to them; for terminals of different value types the value is copied and converted
+/// for each. If a terminal with keys has no consumer, it throws weft::flow::error before sending anything. An
+/// exception from a key range's iteration or from a value's conversion or copy may leave the broadcast partly
+/// delivered (as one send after another would). Across processes, each terminal sends one message per owner
+/// rank of its keys.
 template <std::size_t I, std::size_t J, std::size_t... Is, class... Lists, class V, class... O>
 void broadcast(const std::tuple<Lists...>& keylists, V&& value, std::tuple<O...>& out) {
   static_assert(sizeof...(Lists) == 2 + sizeof...(Is),
@@ -300,15 +304,15 @@ void broadcast(const std::tuple<Lists...>& keylists, V&& value, std::tuple<O...>
                   !std::is_void_v<typename detail::terminal_t<J, O...>::value_type>) && ... &&
                  !std::is_void_v<typename detail::terminal_t<Is, O...>::value_type>),
                 "weft::flow::broadcast<i, j, ...>: a control edge carries no value: use broadcastk<i, j, ...>");
-  static_assert(((std::is_convertible_v<const V&, typename detail::terminal_t<I, O...>::value_type> &&
-                  std::is_convertible_v<const V&, typename detail::terminal_t<J, O...>::value_type>) && ... &&
-                 std::is_convertible_v<const V&, typename detail::terminal_t<Is, O...>::value_type>),
+  static_assert(((std::is_convertible_v<V&&, typename detail::terminal_t<I, O...>::value_type> &&
+                  std::is_convertible_v<V&&, typename detail::terminal_t<J, O...>::value_type>) && ... &&
+                 std::is_convertible_v<V&&, typename detail::terminal_t<Is, O...>::value_type>),
                 "weft::flow::broadcast<i, j, ...>: the value does not convert to every terminal's value type");
   detail::Broadcast<I, J, Is...>::run(keylists, std::forward<V>(value), out);
 }
 
 /// Control only: broadcastk<i> on several terminals, one key list (a range or a key) per terminal, as
-/// broadcast<i, j, ...>. Checks every terminal for a consumer before it sends anything.
+/// broadcast<i, j, ...>. Checks every terminal with keys for a consumer before it sends anything.
 template <std::size_t I, std::size_t J, std::size_t... Is, class... Lists, class... O>
 void broadcastk(const std::tuple<Lists...>& keylists, std::tuple<O...>& out) {
   static_assert(sizeof...(Lists) == 2 + sizeof...(Is),

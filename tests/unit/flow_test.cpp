@@ -379,6 +379,50 @@ TEST_P(FlowWorkers, BroadcastToSeveralTerminalsOfOtherTypes) {
   EXPECT_EQ(controls.load(), 10 + 11 + 12 + 13000);
 }
 
+// A move-only value goes to several terminals of its type (one shared copy, read by const&); broadcast<i> and
+// broadcastk<i> take one key as well as a range.
+TEST_P(FlowWorkers, BroadcastOfAMoveOnlyValueAndOfOneKey) {
+  wf::Edge<int, std::unique_ptr<int>> a("a"), b("b");
+  wf::Edge<int, double> d("d");
+  wf::Edge<int, void> c("c");
+  std::atomic<long> total{0};
+  auto src = wf::make_tt<int>(
+      [](const int&, auto& out) {
+        wf::broadcast<0, 1>(std::make_tuple(std::vector<int>{1, 2}, 3), std::make_unique<int>(7), out);
+        wf::broadcast<2>(5, 2.0, out);  // one key
+        wf::broadcastk<3>(6, out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a, b, d, c), "src");
+  auto ta = wf::make_tt<int>([&](const int& k, const std::unique_ptr<int>& v) { total += *v * k; }, wf::edges(a),
+                             wf::edges(), "ta");
+  auto tb = wf::make_tt<int>([&](const int& k, const std::unique_ptr<int>& v) { total += *v * k * 100; },
+                             wf::edges(b), wf::edges(), "tb");
+  auto td = wf::make_tt<int>([&](const int& k, double v) { total += static_cast<long>(v) * k * 10000; }, wf::edges(d),
+                             wf::edges(), "td");
+  auto tc = wf::make_tt<int>([&](const int& k) { total += k * 1000000L; }, wf::edges(c), wf::edges(), "tc");
+  auto g = wf::graph(rt, src);
+  g.invoke(0);
+  g.wait();
+  EXPECT_EQ(total.load(), 7L * 3 + 7L * 3 * 100 + 2L * 5 * 10000 + 6L * 1000000);
+}
+
+// No key, nothing sent: a terminal without a consumer is then no error (as for a send that never happens).
+TEST_P(FlowWorkers, BroadcastToNoKeyNeedsNoConsumer) {
+  wf::Edge<int, std::string> used("used"), nowhere("nowhere");
+  std::atomic<int> ran{0};
+  auto src = wf::make_tt<int>(
+      [](const int&, auto& out) {
+        wf::broadcast<0, 1>(std::make_tuple(std::vector<int>{1, 2}, std::vector<int>{}), std::string("x"), out);
+        wf::broadcast<1>(std::vector<int>{}, std::string("y"), out);
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(used, nowhere), "src");
+  auto sink = wf::make_tt<int>([&](const int&, const std::string&) { ++ran; }, wf::edges(used), wf::edges(), "sink");
+  auto g = wf::graph(rt, src);
+  g.invoke(0);
+  g.wait();
+  EXPECT_EQ(ran.load(), 2);
+}
+
 // One terminal without a consumer: nothing is sent on any terminal (the error comes before the first delivery).
 TEST_P(FlowWorkers, BroadcastToSeveralTerminalsChecksEveryConsumerFirst) {
   wf::Edge<int, std::string> used("used"), nowhere("nowhere");

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <ranges>
 #include <span>
 #include <sstream>
 #include <stdexcept>
@@ -460,17 +461,15 @@ class Out {
   template <class Keys, class U>
   void put_many(const Keys& keys, U&& value) const {
     const auto& cs = e_->consumers;
-    std::size_t nk = 0;
-    for (const auto& k : keys) {
-      (void)k;
-      ++nk;
-    }
+    const std::size_t nk = count_keys(keys);
+    if (nk == 0) return;  // nothing sent: no consumer needed
     if (cs.empty()) [[unlikely]]
       no_consumer(e_->name);
     const std::size_t n = nk * cs.size();
-    if (n == 0) return;
     if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner
-      std::vector<KS> ks(std::begin(keys), std::end(keys));
+      std::vector<KS> ks;
+      ks.reserve(nk);
+      for (const auto& k : keys) ks.emplace_back(k);
       struct Hold {  // one shared copy for every consumer; this reference is released on the way out
         Shared<VS>* s;
         ~Hold() { s->release(); }
@@ -508,12 +507,23 @@ class Out {
 
   EdgeState<KS, VS>* e_;
 
+  template <class Keys>
+  static std::size_t count_keys(const Keys& keys) {
+    std::size_t nk = 0;
+    for (const auto& k : keys) {
+      (void)k;
+      ++nk;
+    }
+    return nk;
+  }
+
   template <std::size_t...>
   friend struct Broadcast;
-  /// Throws no_consumer unless the edge has a consumer (a broadcast over several terminals checks them all
-  /// before it sends anything).
-  void require_consumer() const {
-    if (e_->consumers.empty()) [[unlikely]]
+  /// Throws no_consumer if `keys` is not empty and the edge has no consumer (a broadcast over several terminals
+  /// checks them all before it sends anything).
+  template <class Keys>
+  void require_consumer(const Keys& keys) const {
+    if (e_->consumers.empty() && count_keys(keys) != 0) [[unlikely]]
       no_consumer(e_->name);
   }
   /// This terminal's part of a broadcast over several terminals that share one copy `s` (the caller holds a
@@ -521,14 +531,12 @@ class Out {
   template <class Keys>
   void share_many(const Keys& keys, Shared<VS>* s) const {
     const auto& cs = e_->consumers;
-    std::size_t nk = 0;
-    for (const auto& k : keys) {
-      (void)k;
-      ++nk;
-    }
+    const std::size_t nk = count_keys(keys);
     if (nk == 0) return;
     if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner (scatter takes refs)
-      std::vector<KS> ks(std::begin(keys), std::end(keys));
+      std::vector<KS> ks;
+      ks.reserve(nk);
+      for (const auto& k : keys) ks.emplace_back(k);
       for (const auto& c : cs) c.scatter(c.tt, ks, s);
       return;
     }
@@ -540,14 +548,41 @@ class Out {
   }
 };
 
+template <class T>
+inline constexpr bool is_char_v =
+    std::is_same_v<T, char> || std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char> ||
+    std::is_same_v<T, wchar_t> || std::is_same_v<T, char8_t> || std::is_same_v<T, char16_t> ||
+    std::is_same_v<T, char32_t>;
+
+/// One key list of a broadcast, for an edge of key type KS: one key (anything that converts to KS), or a range
+/// of keys that convert to KS. A string is one key of a string-keyed edge, never a list of character keys.
+template <class KS, class L>
+decltype(auto) key_list(const L& l) {
+  if constexpr (std::is_convertible_v<const L&, KS>) {
+    return std::array<KS, 1>{KS(l)};
+  } else {
+    static_assert(std::ranges::range<const L&>,
+                  "weft::flow::broadcast: a key list is a range of keys (e.g. std::vector<Key>) or one key of the "
+                  "edge's key type");
+    using E = std::remove_cvref_t<std::ranges::range_reference_t<const L&>>;
+    static_assert(std::is_convertible_v<std::ranges::range_reference_t<const L&>, KS>,
+                  "weft::flow::broadcast: the keys of a key list do not convert to the edge's key type");
+    static_assert(!is_char_v<E> || std::is_same_v<E, KS>,
+                  "weft::flow::broadcast: a string is not a list of keys of this edge: give a range of keys "
+                  "(e.g. std::vector<Key>) or one key");
+    return (l);
+  }
+}
+
 /// broadcast<I, J, ...>(keylists, value, out): one value to the keys of several output terminals. Every
-/// terminal is checked for a consumer first, so that a missing one sends nothing. Terminals of one value type
-/// (not small and trivially copyable) share one copy; otherwise each gets the value as broadcast<i> would.
+/// terminal with keys is checked for a consumer first, so that a missing one sends nothing. Terminals of one
+/// value type (not small and trivially copyable) share one copy; otherwise each gets the value as
+/// broadcast<i> would.
 template <std::size_t... Is>
 struct Broadcast {
   template <class Lists, class V, class... O>
   static void run(const Lists& lists, V&& value, std::tuple<O...>& out) {
-    (std::get<Is>(out).require_consumer(), ...);
+    each(out, [&]<std::size_t K>(const auto& o) { o.require_consumer(list<K>(lists, o)); });
     using VS = typename std::tuple_element_t<std::array{Is...}[0], std::tuple<O...>>::VS;
     constexpr bool one_copy =
         !cheap_v<VS> && (std::is_same_v<typename std::tuple_element_t<Is, std::tuple<O...>>::VS, VS> && ...);
@@ -558,6 +593,11 @@ struct Broadcast {
       } hold{new Shared<VS>(1, std::forward<V>(value))};
       each(out, [&]<std::size_t K>(const auto& o) { o.share_many(list<K>(lists, o), hold.s); });
     } else {
+      static_assert(
+          (std::is_convertible_v<const std::remove_reference_t<V>&,
+                                 typename std::tuple_element_t<Is, std::tuple<O...>>::VS> && ...),
+          "weft::flow::broadcast<i, j, ...>: terminals of different value types each get a converted copy of "
+          "the value, which must therefore be copyable (a move-only value can go to terminals of one type)");
       each(out, [&]<std::size_t K>(const auto& o) { o.put_many(list<K>(lists, o), std::as_const(value)); });
     }
   }
@@ -570,15 +610,10 @@ struct Broadcast {
       (f.template operator()<K>(std::get<Is>(out)), ...);
     }(std::make_index_sequence<sizeof...(Is)>{});
   }
-  // The K-th key list, for terminal o: a range of keys, or one key (anything that converts to o's key type).
+  // The K-th key list, for terminal o.
   template <std::size_t K, class Lists, class OutT>
   static decltype(auto) list(const Lists& lists, const OutT&) {
-    using KS = typename OutT::KS;
-    const auto& l = std::get<K>(lists);
-    if constexpr (std::is_convertible_v<decltype(l), KS>)
-      return std::array<KS, 1>{KS(l)};
-    else
-      return (l);
+    return key_list<typename OutT::KS>(std::get<K>(lists));
   }
 };
 
