@@ -588,39 +588,50 @@ TEST(Flow, SentTaskRunsOnAnotherWorkerWhileTheSenderComputes) {
 
 // --- priorities and keymaps --------------------------------------------------------------------------------
 
+// The priority map and the keymap may be set before graph() or after it, before the graph executes.
 TEST(Flow, PriorityMapOrdersReadyTasks) {
-  weft::Runtime rt(opts(1));
-  std::vector<int> order;
-  wf::Edge<int, void> e;
-  auto fan = wf::make_tt<int>(
-      [](const int&, auto& out) {
-        for (int k = 0; k < 20; ++k) wf::sendk<0>(k, out);
-      },
-      wf::edges(wf::Edge<int, void>()), wf::edges(e), "fan");
-  auto leaf = wf::make_tt<int>([&](const int& k) { order.push_back(k); }, wf::edges(e), wf::edges(), "leaf");
-  leaf->set_priomap([](const int& k) { return (k * 7) % 20; });
-  auto g = wf::graph(rt, fan);
-  g.invoke(0);
-  g.wait();
-  ASSERT_EQ(order.size(), 20u);
-  for (std::size_t i = 1; i < order.size(); ++i)
-    EXPECT_GT((order[i - 1] * 7) % 20, (order[i] * 7) % 20) << "position " << i;
+  for (const bool after_graph : {false, true}) {
+    SCOPED_TRACE(after_graph ? "priomap set after graph()" : "priomap set before graph()");
+    weft::Runtime rt(opts(1));
+    std::vector<int> order;
+    wf::Edge<int, void> e;
+    auto fan = wf::make_tt<int>(
+        [](const int&, auto& out) {
+          for (int k = 0; k < 20; ++k) wf::sendk<0>(k, out);
+        },
+        wf::edges(wf::Edge<int, void>()), wf::edges(e), "fan");
+    auto leaf = wf::make_tt<int>([&](const int& k) { order.push_back(k); }, wf::edges(e), wf::edges(), "leaf");
+    auto priomap = [](const int& k) { return (k * 7) % 20; };
+    if (!after_graph) leaf->set_priomap(priomap);
+    auto g = wf::graph(rt, fan);
+    if (after_graph) leaf->set_priomap(priomap);
+    g.invoke(0);
+    g.wait();
+    ASSERT_EQ(order.size(), 20u);
+    for (std::size_t i = 1; i < order.size(); ++i)
+      EXPECT_GT((order[i - 1] * 7) % 20, (order[i] * 7) % 20) << "position " << i;
+  }
 }
 
 TEST(Flow, KeymapToAnotherProcessIsAnError) {
-  weft::Runtime rt(opts(2));
-  wf::Edge<int, int> e;
-  auto tt = wf::make_tt<int>([](const int&, int) {}, wf::edges(e), wf::edges(), "mapped");
-  tt->set_keymap([](const int& k) { return k == 3 ? 1 : 0; });
-  auto g = wf::graph(rt, tt);
-  g.invoke(1, 0);
-  g.wait();  // key 1 lives on process 0: fine
-  g.invoke(3, 0);
-  try {
-    g.wait();
-    FAIL() << "expected an error";
-  } catch (const wf::error& e) {
-    EXPECT_NE(std::string(e.what()).find("process 1"), std::string::npos) << e.what();
+  for (const bool after_graph : {false, true}) {
+    SCOPED_TRACE(after_graph ? "keymap set after graph()" : "keymap set before graph()");
+    weft::Runtime rt(opts(2));
+    wf::Edge<int, int> e;
+    auto tt = wf::make_tt<int>([](const int&, int) {}, wf::edges(e), wf::edges(), "mapped");
+    auto keymap = [](const int& k) { return k == 3 ? 1 : 0; };
+    if (!after_graph) tt->set_keymap(keymap);
+    auto g = wf::graph(rt, tt);
+    if (after_graph) tt->set_keymap(keymap);
+    g.invoke(1, 0);
+    g.wait();  // key 1 lives on process 0: fine
+    g.invoke(3, 0);
+    try {
+      g.wait();
+      ADD_FAILURE() << "expected an error";
+    } catch (const wf::error& e) {
+      EXPECT_NE(std::string(e.what()).find("process 1"), std::string::npos) << e.what();
+    }
   }
 }
 
