@@ -422,12 +422,16 @@ struct edge_traits<AggregatorEdge<K, V>> {
   using value = V;
 };
 
-/// A value sent on an edge that no template task takes as input would be lost: an error of the sending body.
+/// A value sent on an edge that no template task takes as input would be lost: an error of the sending body,
+/// whose template task and key the task's trampoline adds to the message (TT::body_failed).
+struct LostValue : error {
+  using error::error;
+};
 [[noreturn, gnu::cold]] inline void no_consumer(const std::string& edge) {
-  throw error("weft::flow: a value was sent on edge '" + edge +
-              "', which no template task takes as input: it would be lost (a template task whose last "
-              "std::shared_ptr is dropped leaves its input edges: keep every template task until graph() has "
-              "taken it)");
+  throw LostValue("a value was sent on edge '" + edge +
+                  "', which no template task takes as input: it would be lost (a template task whose last "
+                  "std::shared_ptr is dropped leaves its input edges: keep every template task until graph() has "
+                  "taken it)");
 }
 
 /// Output terminal handed to the body (inside the `out` tuple).

@@ -804,11 +804,19 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     }
   }
   // Out of line: the trampoline above stays small (its frame is paid by every task).
+  // Called while the body's exception is handled (run rethrows it). A lost value (a send on an edge without
+  // consumer) is rethrown as an error that names this template task and the key.
   [[gnu::cold, gnu::noinline]] void body_failed(const Record& r) {
     graph_->failed.store(true, std::memory_order_relaxed);
     if (graph_->remote)  // the other processes would wait for this one: end the job
       graph_->remote->fail("weft::flow: the task of '" + name_ + "', key " + detail::key_string(r.key) + ", threw " +
                            detail::describe_current_exception());
+    try {
+      throw;
+    } catch (const detail::LostValue& x) {
+      throw error("weft::flow: template task '" + name_ + "', key " + detail::key_string(r.key) + ": " + x.what());
+    } catch (...) {
+    }
   }
   static constexpr weft::detail::BodyOps kBodyOps{&run, nullptr, &destroy_record};
 
