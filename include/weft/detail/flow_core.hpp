@@ -513,12 +513,16 @@ class Out {
 
   template <class Keys>
   static std::size_t count_keys(const Keys& keys) {
-    std::size_t nk = 0;
-    for (const auto& k : keys) {
-      (void)k;
-      ++nk;
+    if constexpr (std::ranges::sized_range<const Keys&>) {
+      return static_cast<std::size_t>(std::ranges::size(keys));
+    } else {
+      std::size_t nk = 0;
+      for (const auto& k : keys) {
+        (void)k;
+        ++nk;
+      }
+      return nk;
     }
-    return nk;
   }
 
   template <std::size_t...>
