@@ -150,7 +150,9 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -283,6 +285,18 @@ void broadcastk(const Keys& keys, std::tuple<O...>& out) {
   using T = detail::terminal_t<I, O...>;
   static_assert(std::is_void_v<typename T::value_type>, "weft::flow::broadcastk: the edge carries values: use broadcast<i>(keys, value, out)");
   std::get<I>(out).put_many(detail::key_list<typename T::KS>(keys), detail::Void{});
+}
+
+/// broadcast<i>({k1, k2, ...}, value, out): a braced list of keys.
+template <std::size_t I, class V, class... O>
+void broadcast(std::initializer_list<typename detail::terminal_t<I, O...>::KS> keys, V&& value,
+               std::tuple<O...>& out) {
+  broadcast<I>(std::span(keys.begin(), keys.size()), std::forward<V>(value), out);
+}
+/// broadcastk<i>({k1, k2, ...}, out): a braced list of keys.
+template <std::size_t I, class... O>
+void broadcastk(std::initializer_list<typename detail::terminal_t<I, O...>::KS> keys, std::tuple<O...>& out) {
+  broadcastk<I>(std::span(keys.begin(), keys.size()), out);
 }
 
 /// Sends one `value` along several output terminals I, J, ... (TTG's broadcast<I, J, ...>): `keylists` is a

@@ -380,7 +380,7 @@ TEST_P(FlowWorkers, BroadcastToSeveralTerminalsOfOtherTypes) {
 }
 
 // A move-only value goes to several terminals of its type (one shared copy, read by const&); broadcast<i> and
-// broadcastk<i> take one key as well as a range.
+// broadcastk<i> take one key or a braced list as well as a range.
 TEST_P(FlowWorkers, BroadcastOfAMoveOnlyValueAndOfOneKey) {
   wf::Edge<int, std::unique_ptr<int>> a("a"), b("b");
   wf::Edge<int, double> d("d");
@@ -391,6 +391,8 @@ TEST_P(FlowWorkers, BroadcastOfAMoveOnlyValueAndOfOneKey) {
         wf::broadcast<0, 1>(std::make_tuple(std::vector<int>{1, 2}, 3), std::make_unique<int>(7), out);
         wf::broadcast<2>(5, 2.0, out);  // one key
         wf::broadcastk<3>(6, out);
+        wf::broadcast<2>({7, 8}, 1.0, out);  // a braced list
+        wf::broadcastk<3>({9}, out);
       },
       wf::edges(wf::Edge<int, void>()), wf::edges(a, b, d, c), "src");
   auto ta = wf::make_tt<int>([&](const int& k, const std::unique_ptr<int>& v) { total += *v * k; }, wf::edges(a),
@@ -403,7 +405,7 @@ TEST_P(FlowWorkers, BroadcastOfAMoveOnlyValueAndOfOneKey) {
   auto g = wf::graph(rt, src);
   g.invoke(0);
   g.wait();
-  EXPECT_EQ(total.load(), 7L * 3 + 7L * 3 * 100 + 2L * 5 * 10000 + 6L * 1000000);
+  EXPECT_EQ(total.load(), 7L * 3 + 7L * 3 * 100 + 2L * 5 * 10000 + 6L * 1000000 + (7L + 8) * 10000 + 9L * 1000000);
 }
 
 // No key, nothing sent: a terminal without a consumer is then no error (as for a send that never happens).
