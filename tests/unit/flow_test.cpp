@@ -16,18 +16,9 @@
 #include <tuple>
 #include <vector>
 
-#include "../common/test_util.hpp"
-
-namespace wf = weft::flow;
-using weft_test::opts;
+#include "flow_workers.hpp"
 
 namespace {
-
-class FlowWorkers : public ::testing::TestWithParam<unsigned> {
- protected:
-  weft::Runtime rt{opts(GetParam())};
-};
-INSTANTIATE_TEST_SUITE_P(W, FlowWorkers, ::testing::Values(1u, 2u, 4u), weft_test::WorkersName{});
 
 // --- keys and values ------------------------------------------------------------------------------------------
 
