@@ -471,14 +471,11 @@ class Out {
       no_consumer(e_->name);
     const std::size_t n = nk * cs.size();
     if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner
-      std::vector<KS> ks;
-      ks.reserve(nk);
-      for (const auto& k : keys) ks.emplace_back(k);
       struct Hold {  // one shared copy for every consumer; this reference is released on the way out
         Shared<VS>* s;
         ~Hold() { s->release(); }
       } hold{new Shared<VS>(1, std::forward<U>(value))};
-      for (const auto& c : cs) c.scatter(c.tt, ks, hold.s);
+      scatter(keys, nk, hold.s);
       return;
     }
     if constexpr (cheap_v<VS>) {
@@ -525,6 +522,16 @@ class Out {
     }
   }
 
+  /// Several processes: the nk keys go to their owners, each consumer's share grouped by owner (the consumers'
+  /// scatter takes its own references of s; the caller holds one meanwhile).
+  template <class Keys>
+  void scatter(const Keys& keys, std::size_t nk, Shared<VS>* s) const {
+    std::vector<KS> ks;
+    ks.reserve(nk);
+    for (const auto& k : keys) ks.emplace_back(k);
+    for (const auto& c : e_->consumers) c.scatter(c.tt, ks, s);
+  }
+
   template <std::size_t...>
   friend struct Broadcast;
   /// Throws no_consumer if `keys` is not empty and the edge has no consumer (a broadcast over several terminals
@@ -541,11 +548,8 @@ class Out {
     const auto& cs = e_->consumers;
     const std::size_t nk = count_keys(keys);
     if (nk == 0) return;
-    if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner (scatter takes refs)
-      std::vector<KS> ks;
-      ks.reserve(nk);
-      for (const auto& k : keys) ks.emplace_back(k);
-      for (const auto& c : cs) c.scatter(c.tt, ks, s);
+    if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner
+      scatter(keys, nk, s);
       return;
     }
     // Relaxed: the caller's reference keeps s alive; each delivery's reference is released by its task, which
