@@ -1,7 +1,7 @@
 // taskbench-weft-flow: Task Bench on weft's flow graphs; the graph and its run are in weft_flow.hpp. This file
-// holds main() and the single-process instantiation; the several-process ones (Packet outputs) are compiled
-// apart, in weft_flow_ranks.cpp: in this file they made GCC inline less of the single-process graph (5% more
-// instructions per task, callgrind), which must cost exactly what it did before they existed.
+// holds main() and the single-process instantiation for outputs above 16 bytes; the others (Packet outputs) are
+// compiled apart, in weft_flow_small.cpp and weft_flow_ranks.cpp: in this file they made GCC inline less of the
+// single-process graph (5% more instructions per task, callgrind).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -104,10 +104,16 @@ int main(int argc, char** argv) {
     if (!app.workers_given) app.workers = taskbench::mpi::default_workers_per_rank();
   }
 #endif
+  // One process: Packet<16> outputs (one copy per consumer) when every -output fits, else shared Outputs.
+  const auto run_here = [&] {
+    const bool small = std::all_of(app.graphs.begin(), app.graphs.end(),
+                                   [](const taskbench::TaskGraph& g) { return g.output_bytes <= Output::kInline; });
+    return small ? run_small_outputs(app, job, fault) : run<Output>(app, job, fault);
+  };
 #ifdef TASKBENCH_WEFT_FLOW_MPI
-  const int status = job.several() ? run_on_ranks(app, job, fault) : run<Output>(app, job, fault);
+  const int status = job.several() ? run_on_ranks(app, job, fault) : run_here();
 #else
-  const int status = run<Output>(app, job, fault);
+  const int status = run_here();
 #endif
 #ifdef TASKBENCH_WEFT_FLOW_MPI
   if (several) MPI_Finalize();
