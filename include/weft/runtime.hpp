@@ -155,14 +155,22 @@ struct Options {
   /// Profiling and tracing (off by default). Environment: WEFT_PROFILE, WEFT_TRACE, WEFT_TRACE_EDGES,
   /// WEFT_TRACE_BUFFER (see ProfileOptions).
   ProfileOptions profile;
-  /// Several processes (a flow graph across MPI ranks, or a cluster's run): a fence()/wait() (a run) in which this
-  /// rank sees no progress (no message received or sent, no task of the graph or cluster finished) for this many
-  /// seconds prints every rank's view
-  /// (tasks pending, messages per epoch, outstanding operations, messages held) and ends the job with a line
-  /// naming the ranks that did not answer within a second (a rank whose only worker is stuck). Set it above
-  /// the longest task. 0: off. Environment: WEFT_WATCHDOG=seconds (default 0, at most 10^6). The variable (not
-  /// this field: MPI is set up before the Options reach it) also bounds how long an MPI_Init_thread that weft
-  /// calls waits for processes that never call it (at least 10 s): then this process ends with status 1.
+  /// No-progress watchdog, seconds; 0: off. Environment: WEFT_WATCHDOG=seconds (default 0, at most 10^6).
+  ///  * A run (Runtime::run; one process or several) in which, for this long, every worker waits for work while
+  ///    the run has not ended ends the process with status 1 and a line saying what the run's function waits
+  ///    for (its unfinished tasks, the completion events not fulfilled): nothing is left to run, so the run waits
+  ///    for a weft::Event that nothing fulfils, or for something outside weft. A task that runs for long does not
+  ///    count (its worker is not waiting); an event that a foreign thread fulfils later than this, while no task
+  ///    runs, does: set it above the longest such wait. Not during the fences and runs below, which watch
+  ///    themselves (nor while weft/mpi.hpp requests are in flight).
+  ///  * Several processes (a flow graph across MPI ranks, or a cluster's run): a fence()/wait() (a run) in which
+  ///    this rank sees no progress (no message received or sent, no task of the graph or cluster finished) for
+  ///    this many seconds prints every rank's view (tasks pending, messages per epoch, outstanding operations,
+  ///    messages held) and ends the job with a line naming the ranks that did not answer within a second (a rank
+  ///    whose only worker is stuck). Set it above the longest task.
+  ///  * The variable (not this field: MPI is set up before the Options reach it) also bounds how long an
+  ///    MPI_Init_thread that weft calls waits for processes that never call it (at least 10 s): then this
+  ///    process ends with status 1.
   double watchdog_seconds = 0;
   /// Several processes: who makes MPI progress while a fence()/wait() runs.
   ///   off: the workers poll MPI between tasks and when idle (no thread of its own: right when every core runs

@@ -100,7 +100,8 @@
 //     the run may end, and the handle is empty.
 //   - What fulfils an event must not wait for the task itself (a successor of the task, or code that runs only
 //     after the parent's taskwait): the task would never complete. An event that is never fulfilled (nor
-//     destroyed) keeps Runtime::run waiting.
+//     destroyed) keeps Runtime::run waiting; Options::watchdog_seconds (WEFT_WATCHDOG) ends such a run, with a
+//     message, once every worker has waited that long for work.
 // * Reductions (OpenMP task_reduction / in_reduction, OmpSs-2 reduction / weakreduction):
 //     cx.spawn([&](weft::Context& t) { t.local(sum) += f(i); }, weft::reduction(sum, weft::sum));
 //   - Operators: weft::sum, product, minimum, maximum, bit_and, bit_or, bit_xor, logical_and, logical_or (for

@@ -1105,6 +1105,60 @@ Engine::Engine(const Options& o) : options(o) {
   waker_cpu.store(sched_getcpu(), std::memory_order_relaxed);  // the creator (see move_off_wakers_cpu)
   for (unsigned i = 1; i < options.num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
   if (progress_worker) progress_thread_ = std::thread([this] { progress_main(); });
+  if (options.watchdog_seconds > 0) watchdog_thread_ = std::thread([this] { watchdog_main(); });
+}
+
+// The watchdog of a run (Options::watchdog_seconds): it ends the process when, for that long, every worker has
+// been waiting for work (announced in `idle_`) while a run is in progress, and nothing has woken any of them
+// (the epoch of `idle_` has not moved): nothing is left to run and only something outside the workers (an
+// Event's fulfil, or a foreign thread) could end the run. A worker in a long task is not waiting, so a long
+// task never trips it. Not while a progress source is attached (a flow graph's fence, a cluster's run, MPI
+// requests in flight): those fronts watch their runs themselves, messages counting as progress. Sampled four
+// times per limit (at most once a second): a worker that wakes and sleeps again between two samples moved the
+// epoch (any wake-up does), so it restarts the count.
+void Engine::watchdog_main() {
+  using clock = std::chrono::steady_clock;
+  const double limit = options.watchdog_seconds;
+  const auto period = std::chrono::duration<double>(std::min(1.0, limit / 4));
+  bool stalled = false;
+  std::uint64_t epoch = 0;
+  clock::time_point since{};
+  std::unique_lock<std::mutex> lk(watchdog_mutex_);
+  while (!watchdog_cv_.wait_for(lk, period, [&] { return watchdog_stop_; })) {
+    const std::uint64_t s = idle_.load(std::memory_order_seq_cst);
+    const bool all_wait = running_.load(std::memory_order_seq_cst) && attached_.load(std::memory_order_seq_cst) == 0 &&
+                          (s & kWaiterMask) >= options.num_threads && !inbox_nonempty();
+    if (!all_wait) {
+      stalled = false;
+    } else if (!stalled || s / kEpoch != epoch) {
+      stalled = true;
+      epoch = s / kEpoch;
+      since = clock::now();
+    } else if (std::chrono::duration<double>(clock::now() - since).count() >= limit) {
+      watchdog_fire();
+    }
+  }
+}
+
+void Engine::watchdog_fire() {
+  // The root stays a descriptor of worker 0's pool even if the run ended meanwhile (only a foreign thread could
+  // end it now): its counts are atomics, read at worst stale, never freed memory.
+  std::string what = "the run has not ended";
+  if (Task* root = run_root_task_.load(std::memory_order_acquire)) {
+    const std::int64_t alive = root->alive.load(std::memory_order_acquire);
+    const std::int64_t children = static_cast<std::int64_t>(static_cast<std::uint32_t>(alive)) - kAliveGuard;
+    const std::int64_t own_events = (alive & kUnitsMask) >> 32;
+    const std::int32_t child_events = held_events(root).load(std::memory_order_relaxed);
+    what = "the run's function waits for " + std::to_string(children) + " of its tasks; " +
+           std::to_string(child_events) + " completion events (weft::Event) taken by them and " +
+           std::to_string(own_events) + " taken by the function itself are not fulfilled";
+  }
+  std::fprintf(stderr,
+               "weft: watchdog: no worker has had a task to run for %g s (WEFT_WATCHDOG) and %s. The run waits "
+               "for an Event that nothing fulfils, or for something outside weft: ending the process.\n",
+               options.watchdog_seconds, what.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
 }
 
 Engine::Service& Engine::install_service(std::size_t slot, std::unique_ptr<Service> (*make)(Engine&)) {
@@ -1126,6 +1180,14 @@ Engine::~Engine() {
     std::abort();
   }
   run_mutex_.unlock();
+  if (watchdog_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> g(watchdog_mutex_);
+      watchdog_stop_ = true;
+    }
+    watchdog_cv_.notify_all();
+    watchdog_thread_.join();
+  }
   // Services first: they may detach progress sources, which needs the engine whole.
   for (auto& s : services_) delete s.exchange(nullptr, std::memory_order_acquire);
   stop_.store(true, std::memory_order_release);
@@ -1220,6 +1282,7 @@ void Engine::run_root(const TaskKind* kind, void (*call)(void*, Context&), void*
   sleep_cv.notify_all();
 
   init_task(w, root, nullptr, kind);
+  run_root_task_.store(root, std::memory_order_release);  // (the watchdog's report)
   trace::on_node(w, root);
   std::exception_ptr body_error;
   {
@@ -1247,6 +1310,7 @@ void Engine::run_root(const TaskKind* kind, void (*call)(void*, Context&), void*
     kind->complete(w, root, best, w.completing);
     WEFT_ASSERT(!best && w.completing.empty());
   }
+  run_root_task_.store(nullptr, std::memory_order_relaxed);
   free_task(w, root);
   // A foreign thread that fulfilled an event of this run may still be on its way out of the engine (its inbox
   // push and wake-up): the Runtime must not be destroyed under it. Its announcement happens before the last

@@ -413,6 +413,15 @@ class Engine {
   std::thread progress_thread_;
 
   void worker_main(unsigned id);
+  // The no-progress watchdog of a run (Options::watchdog_seconds > 0): a thread that samples `idle_` (see
+  // watchdog_main). run_root_task_: the root of the run in progress, for its report.
+  void watchdog_main();
+  [[noreturn]] void watchdog_fire();
+  std::thread watchdog_thread_;
+  std::mutex watchdog_mutex_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;  // under watchdog_mutex_
+  std::atomic<Task*> run_root_task_{nullptr};
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};

@@ -623,4 +623,68 @@ TEST_P(Events, ChainThroughForeignThreads) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, Events, testing::Values(1u, 2u, 4u), WorkersName());
 
+// The run's watchdog (Options::watchdog_seconds): an event kept and never fulfilled leaves nothing to run, and
+// the watchdog ends the process with a message that says what the run waits for, instead of a hang.
+class EventsDeathTest : public testing::TestWithParam<unsigned> {};
+
+TEST_P(EventsDeathTest, WatchdogEndsARunWaitingForAnEventNeverFulfilled) {
+  EXPECT_EXIT(
+      {
+        weft::Options o = opts(GetParam());
+        o.watchdog_seconds = 0.5;
+        weft::Runtime rt(o);
+        std::vector<weft::Event> kept;  // never fulfilled, never destroyed before the run ends
+        std::mutex m;
+        rt.run([&](weft::Context& cx) {
+          for (int i = 0; i < 3; ++i)
+            cx.spawn([&](weft::Context& c) {
+              std::lock_guard<std::mutex> g(m);
+              kept.push_back(c.event());
+            });
+        });
+        std::exit(0);
+      },
+      testing::ExitedWithCode(1),
+      "weft: watchdog: no worker has had a task to run for 0.5 s \\(WEFT_WATCHDOG\\) and the run's function "
+      "waits for 3 of its tasks; 3 completion events \\(weft::Event\\) taken by them.*ending the process");
+}
+
+TEST_P(EventsDeathTest, WatchdogNamesTheEventsOfTheRunsOwnFunction) {
+  EXPECT_EXIT(
+      {
+        weft::Options o = opts(GetParam());
+        o.watchdog_seconds = 0.25;
+        weft::Runtime rt(o);
+        weft::Event kept;
+        rt.run([&](weft::Context& cx) { kept = cx.event(); });
+        std::exit(0);
+      },
+      testing::ExitedWithCode(1), "waits for 0 of its tasks; 0 completion events .* and 1 taken by the function itself");
+}
+
+// The watchdog counts only time in which every worker waits for work: a task that runs (here: sleeps) for
+// several times the limit, while a foreign thread fulfils its event, does not trip it. (Nothing timed is
+// asserted: the task runs, it does not wait for work, however loaded the machine.)
+TEST_P(EventsDeathTest, WatchdogLeavesALongTaskAlone) {
+  weft::Options o = opts(GetParam());
+  o.watchdog_seconds = 0.1;
+  weft::Runtime rt(o);
+  std::atomic<bool> fulfilled{false};
+  std::thread foreign;
+  rt.run([&](weft::Context& cx) {
+    cx.spawn([&](weft::Context& c) {
+      foreign = std::thread([&fulfilled, ev = c.event()]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        ev.fulfill();
+        fulfilled = true;
+      });
+      while (!fulfilled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    });
+  });
+  foreign.join();
+  EXPECT_TRUE(fulfilled.load());
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, EventsDeathTest, testing::Values(1u, 2u), WorkersName());
+
 }  // namespace
