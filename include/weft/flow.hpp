@@ -59,8 +59,11 @@
 //       the owner, whose keymap you know).
 //     - A value sent to (or invoked on) a key of another rank travels there in one message with the key, and is
 //       delivered there as a local send would be: the receiving task gets a copy of its own (or, for several
-//       keys of that rank, one shared copy). A broadcast sends one message per owner rank, the value once
-//       (broadcast<i, j, ...>: one message per terminal and owner rank).
+//       keys of that rank, one shared copy). A value for several keys of one rank travels once, in one
+//       message: a broadcast, broadcast<i, j, ...> to several terminals of one value type, and a send on an
+//       edge that several template tasks take as input all send one message per owner rank, whichever
+//       terminals and template tasks its keys belong to (broadcast<i, j, ...> over terminals of different value
+//       types: one message per value type and owner rank).
 //     - What can cross: trivially copyable types as bytes; std::pair / std::tuple of them; any other type that
 //       cereal can serialize: std::string, std::vector, std::array, std::map, std::set, std::unordered_map,
 //       std::pair, std::tuple, std::optional, std::variant, std::complex (weft includes cereal's support for

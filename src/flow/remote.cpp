@@ -4,8 +4,8 @@
 // returns on every rank only once the whole graph has terminated on all of them.
 //
 // Messages. One message kind per graph, registered through the detector (counted, stamped with the epoch); its
-// format is in include/weft/detail/flow_wire.hpp (a WireHeader naming the template task, its input and the
-// number of keys, then the keys; the value as the payload, once for all the keys). The template-task id is the
+// format is in include/weft/detail/flow_wire.hpp (groups of a WireHeader naming a template task, its input and
+// the number of keys, then the keys; the value as the payload, once for all the groups' keys). The template-task id is the
 // task's index in the graph (GraphBase collects the tasks in an order that depends only on the program's
 // construction order, so it agrees across ranks). The kind's name carries a hash of the graph's shape (names and
 // edges of its template tasks, in order): Transport::check_consistency() at construction then refuses ranks that
@@ -275,17 +275,41 @@ class Remote final : public RemoteBase {
     active_.store(true, std::memory_order_relaxed);
     td_.set_active();
     try {
-      const WireHeader h = header_of(m, g_);
-      void* handle = nullptr;
+      const WireHeader first = header_of(m, g_);
+      // The value's shared copy, if any (placed, or made by the first group), with the message's reference:
+      // released once every group has its own, also when a group fails.
+      struct Held {
+        void* handle = nullptr;
+        TTBase* tt = nullptr;
+        std::uint16_t input = 0;
+        ~Held() {
+          if (handle) tt->release_remote(input, handle);
+        }
+      } held{nullptr, g_.tts[first.tt].get(), first.input};
       std::unique_ptr<std::byte[]> bytes;  // freed once delivered
       if (!placed_.empty() && !m.payload().empty()) {
         if (auto it = placed_.find(m.payload().data()); it != placed_.end()) {
-          handle = it->second.handle;
+          held.handle = it->second.handle;
           bytes = std::move(it->second.bytes);
           placed_.erase(it);
         }
       }
-      g_.tts[h.tt]->deliver_remote(h, m.header().subspan(sizeof h), m.payload(), handle);
+      // The groups, in order: each names a template task, its input and its keys (flow_wire.hpp).
+      const void* type = held.tt->input_type(first.input);
+      std::span<const std::byte> rest = m.header();
+      while (!rest.empty()) {
+        WireHeader h;
+        if (rest.size() < sizeof h) throw error("weft::flow: a malformed message from another process");
+        std::memcpy(&h, rest.data(), sizeof h);
+        if (h.tt >= g_.tts.size())
+          throw error("weft::flow: a message names an unknown template task (did every rank build the same graph?)");
+        TTBase& tt = *g_.tts[h.tt];
+        if (tt.input_type(h.input) != type)
+          throw error("weft::flow: a message for '" + tt.name() + "', input " + std::to_string(h.input) +
+                      ", carries a value of another type than its other keys (did every rank build the same graph?)");
+        const std::size_t used = tt.deliver_remote(h, rest.subspan(sizeof h), m.payload(), held.handle);
+        rest = rest.subspan(sizeof h + used);
+      }
     } catch (const std::exception& x) {
       // The sender cannot be told; its peers would wait for this rank forever: end the job, naming the error.
       comm::abort_job(std::string("weft::flow: a message from rank ") + std::to_string(m.source()) +

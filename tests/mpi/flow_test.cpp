@@ -336,6 +336,83 @@ TEST_P(Flow, BroadcastToSeveralTerminalsAcrossRanks) {
             static_cast<std::uint64_t>(2 * keys + 1000 + n - 1 + 1000));
 }
 
+// One value for the keys of two terminals (broadcast<0, 1>) and of an edge that two template tasks take as input
+// (broadcast<2>), on every rank: each other rank gets one message with the value, whichever terminals and
+// template tasks its keys belong to. Checked by the bytes the source's rank sent: about one value per other
+// rank (four without the shared messages). V: a fixed value (sent from its shared copy) or a serialized one;
+// small (in the transport's aggregation buffers) or 256 KiB (a rendezvous, received into its shared copy).
+template <class V>
+void broadcast_one_message_per_rank(unsigned workers, V value, std::size_t value_bytes) {
+  weft::Options o = options(workers);
+  o.profile.enabled = true;
+  weft::Runtime rt(o);
+  const int me = world_rank(), n = world_size();
+  const int K = 3 * n;
+  std::atomic<int> wrong{0}, ran{0};
+  weft::flow::Edge<int, V> a("a"), b("b"), c("c");
+  weft::flow::Edge<int, void> start("start");
+  auto src = weft::flow::make_tt<int>(
+      [&](const int&, auto& out) {
+        std::vector<int> keys(K);
+        for (int k = 0; k < K; ++k) keys[k] = k;
+        weft::flow::broadcast<0, 1>(std::make_tuple(keys, keys), value, out);
+        weft::flow::broadcast<2>(keys, value, out);
+      },
+      weft::flow::edges(start), weft::flow::edges(a, b, c), "source");
+  auto leaf = [&](const char* name, auto& edge) {
+    auto tt = weft::flow::make_tt<int>(
+        [&](const int& k, const V& v) {
+          if (k % n != me || v != value) wrong.fetch_add(1);
+          ran.fetch_add(1);
+        },
+        weft::flow::edges(edge), weft::flow::edges(), name);
+    tt->set_keymap([n](const int& k) { return k % n; });
+    return tt;
+  };
+  auto la = leaf("leaf-a", a), lb = leaf("leaf-b", b), lc1 = leaf("leaf-c1", c), lc2 = leaf("leaf-c2", c);
+  src->set_keymap([n](const int&) { return n - 1; });
+  auto g = weft::flow::graph(rt, src);
+  if (me == n - 1) src->invoke(0);
+  g.wait();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(sum_all(static_cast<std::uint64_t>(ran.load())), static_cast<std::uint64_t>(4 * K));
+  if (me == n - 1 && n > 1) {
+    std::uint64_t sent = 0;
+    for (const weft::CounterSection& sec : rt.profile().counters)
+      if (sec.name == "transport")
+        for (const weft::Counter& c : sec.counters)
+          if (c.name == "bytes_sent") sent = c.count;
+    const std::uint64_t others = static_cast<std::uint64_t>(n - 1);
+    // broadcast<0, 1>: one message per rank; broadcast<2> to the two consumers of one edge: one more.
+    EXPECT_GE(sent, 2 * others * value_bytes);
+    EXPECT_LT(sent, 3 * others * value_bytes) << "a value sent more than once per broadcast and rank";
+  }
+}
+
+TEST_P(Flow, BroadcastSendsOneMessagePerRankFixedSmall) {
+  std::array<double, 128> v;
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.5 * static_cast<double>(i);
+  broadcast_one_message_per_rank(GetParam(), v, sizeof v);
+}
+
+TEST_P(Flow, BroadcastSendsOneMessagePerRankFixedLarge) {
+  auto v = std::make_unique<std::array<double, 32768>>();
+  for (std::size_t i = 0; i < v->size(); ++i) (*v)[i] = 0.25 * static_cast<double>(i);
+  broadcast_one_message_per_rank(GetParam(), *v, sizeof *v);
+}
+
+TEST_P(Flow, BroadcastSendsOneMessagePerRankSerialized) {
+  std::vector<double> v(512);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i) - 3.0;
+  broadcast_one_message_per_rank(GetParam(), v, v.size() * sizeof(double));
+}
+
+TEST_P(Flow, BroadcastSendsOneMessagePerRankSerializedLarge) {
+  std::vector<double> v(32768);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i) * 2.0;
+  broadcast_one_message_per_rank(GetParam(), v, v.size() * sizeof(double));
+}
+
 // Many tiny messages: every rank sends values to keys spread over all ranks (10^5 in all at full scale).
 TEST_P(Flow, ManyTinyMessages) {
   weft::Runtime rt(options(GetParam()));

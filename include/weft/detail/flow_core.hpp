@@ -150,6 +150,10 @@ inline std::string describe_current_exception() {
 }
 
 // --- values --------------------------------------------------------------------------------------------------
+/// A distinct address per type (type_tag<A> == type_tag<B> only if A is B), without RTTI.
+template <class T>
+inline constexpr char type_tag = 0;
+
 /// Small trivially copyable values are copied to every successor: cheaper than sharing a counted copy.
 template <class V>
 inline constexpr bool cheap_v = std::is_trivially_copyable_v<V> && sizeof(V) <= 16;
@@ -337,6 +341,150 @@ struct RemoteBase {
   virtual std::uint64_t sum(std::uint64_t value) = 0;
 };
 
+/// The bytes of a value as it travels (flow_wire.hpp): a trivially copyable value's own bytes, else its encoding
+/// in `encoded`. Nothing for a control edge (Void).
+template <class V>
+std::span<const std::byte> wire_bytes(const V& v, WireBytes& encoded) {
+  if constexpr (std::is_same_v<V, Void>) {
+    return {};
+  } else if constexpr (std::is_trivially_copyable_v<V>) {
+    return std::as_bytes(std::span<const V>(&v, 1));
+  } else if constexpr (Codec<V>::kind == WireKind::fixed) {
+    encoded.resize(Codec<V>::size);
+    Codec<V>::pack(v, reinterpret_cast<std::byte*>(encoded.data()));
+    return std::as_bytes(std::span<const char>(encoded));
+  } else {
+    Codec<V>::append(v, encoded);
+    return std::as_bytes(std::span<const char>(encoded));
+  }
+}
+
+/// The messages that carry one value to keys of other processes: the keys of every consumer (template task and
+/// input) owned by one process go there in one message, the value encoded once for all of them (flow_wire.hpp:
+/// a header of several groups). Consumers add their groups (add); send() then sends one message per process. A
+/// header that would outgrow the transport's limit (RemoteBase::max_header) goes out first, with the value, and
+/// that process's next groups start another message. Nothing is sent unless send() is called (after an
+/// exception on the way, the deliveries already made here stay made: a broadcast may be partly delivered).
+template <class V>
+class ScatterBatch {
+ public:
+  /// `v`: the value (null for a control edge); `hold`: the shared copy it lives in, if any, then a large value
+  /// is sent from it without a copy (one more reference per message, released once sent). Both stay valid
+  /// until send() has returned.
+  ScatterBatch(RemoteBase& r, const V* v, Shared<V>* hold) : r_(r), v_(v), hold_(hold) {}
+  ScatterBatch(const ScatterBatch&) = delete;
+  ScatterBatch& operator=(const ScatterBatch&) = delete;
+
+  /// Input `input` of template task `tt` (its name, for errors) gets the value at `keys`, all owned by `dest`.
+  template <class KS>
+  void add(int dest, std::uint32_t tt, std::uint16_t input, std::span<const KS> keys, const std::string& name) {
+    const std::size_t m = message_for(dest);
+    std::size_t i = 0;
+    while (i < keys.size()) {
+      WireBytes& header = msgs_[m].header;
+      const std::size_t group = header.size();
+      header.resize(group + sizeof(WireHeader));
+      std::uint16_t n = 0;
+      while (i < keys.size() && n < UINT16_MAX) {
+        const std::size_t before = header.size();
+        append_key(keys[i], header);
+        if (header.size() > r_.max_header) {
+          header.resize(before);
+          break;
+        }
+        ++n, ++i;
+      }
+      if (n == 0) {
+        header.resize(group);
+        if (group == 0) {  // alone in a message, and still too large
+          WireBytes one;
+          append_key(keys[i], one);
+          throw error("weft::flow: '" + name + "', key " + key_string(keys[i]) + ": a key of " +
+                      std::to_string(one.size()) + " bytes is too large to send to another process (at most " +
+                      std::to_string(r_.max_header - sizeof(WireHeader)) + ")");
+        }
+        send_message(msgs_[m]);  // full: it goes now, and dest's next groups start another message
+        msgs_[m].header.clear();
+        continue;
+      }
+      const WireHeader h{tt, input, n};
+      std::memcpy(header.data() + group, &h, sizeof h);
+    }
+  }
+
+  /// The value's bytes, already encoded by the caller (wire_bytes into `encoded`): not encoded again.
+  void use_encoded(WireBytes&& encoded) {
+    encoded_ = std::move(encoded);
+    settle(std::as_bytes(std::span<const char>(encoded_)));
+  }
+
+  /// Sends the messages built so far, one per process.
+  void send() {
+    for (const Message& msg : msgs_)
+      if (!msg.header.empty()) send_message(msg);
+    msgs_.clear();
+  }
+
+ private:
+  struct Message {
+    int dest;
+    WireBytes header;
+  };
+  std::size_t message_for(int dest) {
+    for (std::size_t m = 0; m < msgs_.size(); ++m)
+      if (msgs_[m].dest == dest) return m;
+    msgs_.push_back({dest, {}});
+    return msgs_.size() - 1;
+  }
+  /// The value's bytes, encoded once for every message. A large value is borrowed until sent: from the shared
+  /// copy it lives in, else from bytes of our own (a copy: the caller's value may change once send() returns).
+  std::span<const std::byte> payload() {
+    if (!ready_) {
+      if constexpr (std::is_same_v<V, Void>)
+        settle({});
+      else if constexpr (!transferable_v<V>)
+        throw std::logic_error("weft::flow: a value that cannot cross processes reached a message");
+      else
+        settle(wire_bytes(*v_, encoded_));
+    }
+    return payload_;
+  }
+  void settle(std::span<const std::byte> bytes) {
+    payload_ = bytes;
+    if constexpr (!std::is_same_v<V, Void>)
+      from_hold_ = hold_ && bytes.data() == reinterpret_cast<const std::byte*>(&hold_->value);
+    if (bytes.size() > r_.large && !from_hold_) {
+      owned_ = std::make_shared<const WireBytes>(
+          encoded_.empty() ? WireBytes(reinterpret_cast<const char*>(bytes.data()), bytes.size())
+                           : std::move(encoded_));
+      payload_ = std::as_bytes(std::span<const char>(*owned_));
+    }
+    ready_ = true;
+  }
+  void send_message(const Message& msg) {
+    const std::span<const std::byte> value = payload();
+    std::function<void()> done;
+    if (value.size() > r_.large) {
+      if (from_hold_) {
+        hold_->refs.fetch_add(1, std::memory_order_relaxed);  // the caller holds one: no release races
+        done = [s = hold_] { s->release(); };
+      } else {
+        done = [owned = owned_] {};
+      }
+    }
+    r_.send(msg.dest, std::as_bytes(std::span<const char>(msg.header)), value, std::move(done));
+  }
+
+  RemoteBase& r_;
+  const V* v_;
+  Shared<V>* hold_;
+  bool ready_ = false, from_hold_ = false;
+  std::span<const std::byte> payload_;
+  WireBytes encoded_;
+  std::shared_ptr<const WireBytes> owned_;
+  std::vector<Message> msgs_;
+};
+
 class TTBase;
 struct GraphState;
 
@@ -357,8 +505,9 @@ struct Consumer {
   void (*move)(void* tt, const K& key, V&& v);
   void (*copy)(void* tt, const K& key, const V& v);
   void (*share)(void* tt, const K& key, Shared<V>* s);
-  /// On several processes, a broadcast: one message per process that owns some of the keys.
-  void (*scatter)(void* tt, std::span<const K> keys, Shared<V>* s);
+  /// On several processes, a broadcast of s->value (the caller holds a reference) to `keys`: the keys owned here
+  /// are delivered, the others are added to `batch` (one message per owner for all consumers and terminals).
+  void (*scatter)(void* tt, std::span<const K> keys, Shared<V>* s, ScatterBatch<V>& batch);
 };
 
 template <class K, class V>
@@ -497,6 +646,14 @@ class Out {
     const std::size_t n = cs.size();
     if (n == 0) no_consumer(e_->name);
     if (n > 1) {
+      if (e_->remote) {  // several processes: the consumers on one process share one message
+        struct Hold {
+          Shared<VS>* s;
+          ~Hold() { s->release(); }
+        } hold{new Shared<VS>(1, std::forward<U>(value))};
+        scatter(std::array<KS, 1>{key}, 1, hold.s);
+        return;
+      }
       if constexpr (cheap_v<VS>) {
         for (const auto& c : cs) c.copy(c.tt, key, value);
       } else {
@@ -522,14 +679,21 @@ class Out {
     }
   }
 
-  /// Several processes: the nk keys go to their owners, each consumer's share grouped by owner (the consumers'
-  /// scatter takes its own references of s; the caller holds one meanwhile).
+  /// Several processes: the nk keys go to their owners, one message per owner for every consumer (the
+  /// consumers' scatter takes its own references of s; the caller holds one meanwhile). With `batch`, the
+  /// messages are the caller's to send (a broadcast over several terminals), else they go out here.
   template <class Keys>
-  void scatter(const Keys& keys, std::size_t nk, Shared<VS>* s) const {
+  void scatter(const Keys& keys, std::size_t nk, Shared<VS>* s, ScatterBatch<VS>* batch = nullptr) const {
     std::vector<KS> ks;
     ks.reserve(nk);
     for (const auto& k : keys) ks.emplace_back(k);
-    for (const auto& c : e_->consumers) c.scatter(c.tt, ks, s);
+    if (batch) {
+      for (const auto& c : e_->consumers) c.scatter(c.tt, ks, s, *batch);
+    } else {
+      ScatterBatch<VS> own(*e_->remote, &s->value, s);
+      for (const auto& c : e_->consumers) c.scatter(c.tt, ks, s, own);
+      own.send();
+    }
   }
 
   template <std::size_t...>
@@ -542,14 +706,15 @@ class Out {
       no_consumer(e_->name);
   }
   /// This terminal's part of a broadcast over several terminals that share one copy `s` (the caller holds a
-  /// reference until every terminal has had its part): each local delivery takes a reference of its own.
+  /// reference until every terminal has had its part): each local delivery takes a reference of its own. On
+  /// several processes the keys of other processes join `batch`, which the caller sends.
   template <class Keys>
-  void share_many(const Keys& keys, Shared<VS>* s) const {
+  void share_many(const Keys& keys, Shared<VS>* s, ScatterBatch<VS>* batch) const {
     const auto& cs = e_->consumers;
     const std::size_t nk = count_keys(keys);
     if (nk == 0) return;
-    if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner
-      scatter(keys, nk, s);
+    if (batch) [[unlikely]] {  // keys on several processes: one message per owner for all the terminals
+      scatter(keys, nk, s, batch);
       return;
     }
     // Relaxed: the caller's reference keeps s alive; each delivery's reference is released by its task, which
@@ -603,7 +768,15 @@ struct Broadcast {
         Shared<VS>* s;
         ~Hold() { s->release(); }
       } hold{new Shared<VS>(1, std::forward<V>(value))};
-      each(out, [&]<std::size_t K>(const auto& o) { o.share_many(list<K>(lists, o), hold.s); });
+      // Several processes (every edge of a graph has its remote side): one message per owner of some keys,
+      // for all the terminals.
+      if (RemoteBase* r = std::get<std::array{Is...}[0]>(out).e_->remote) [[unlikely]] {
+        ScatterBatch<VS> batch(*r, &hold.s->value, hold.s);
+        each(out, [&]<std::size_t K>(const auto& o) { o.share_many(list<K>(lists, o), hold.s, &batch); });
+        batch.send();
+      } else {
+        each(out, [&]<std::size_t K>(const auto& o) { o.share_many(list<K>(lists, o), hold.s, nullptr); });
+      }
     } else {
       static_assert(
           (std::is_convertible_v<const std::remove_reference_t<V>&,
@@ -699,12 +872,18 @@ class TTBase : public std::enable_shared_from_this<TTBase> {
   /// its `size` bytes go, and sets `handle` for deliver_remote; an empty span lets the caller choose a buffer.
   /// Under the transport's progress token. Throws error for an input or size that does not match the types.
   virtual std::span<std::byte> place_remote(const WireHeader& h, std::size_t size, void*& handle) = 0;
-  /// A message from another process arrives (header after the WireHeader: the keys; payload: the value):
-  /// delivered here as local sends of input h.input to each key would be. `handle`: what place_remote set for
-  /// this payload (null if it was not called). On a worker executing the graph, under the progress token.
-  /// Throws error for a message that does not match the types.
-  virtual void deliver_remote(const WireHeader& h, std::span<const std::byte> keys, std::span<const std::byte> value,
-                              void* handle) = 0;
+  /// One group of a message from another process (`keys`: the header after the group's WireHeader, which starts
+  /// with its keys; payload: the value): delivered here as local sends of input h.input to each key would be.
+  /// Returns the bytes of keys read (the next group follows them). `handle`: null, or the message's shared copy
+  /// of the value (set by place_remote, or by the first group that decoded it: then release_remote releases it
+  /// once every group is delivered). On a worker executing the graph, under the progress token. Throws error for
+  /// a message that does not match the types.
+  virtual std::size_t deliver_remote(const WireHeader& h, std::span<const std::byte> keys,
+                                     std::span<const std::byte> value, void*& handle) = 0;
+  /// Releases the message's reference to `handle` (not null), a value of input `input`.
+  virtual void release_remote(std::uint16_t input, void* handle) = 0;
+  /// A tag of input `input`'s value type: the groups of one message must agree (they share one copy).
+  virtual const void* input_type(std::uint16_t input) const = 0;
   /// Null when every key and value type of its inputs can cross processes, else a description of one that
   /// cannot (for the error when the graph runs on several processes).
   virtual const char* untransferable() const = 0;

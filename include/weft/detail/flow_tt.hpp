@@ -94,9 +94,22 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     return out;
   }
 
-  void deliver_remote(const detail::WireHeader& h, std::span<const std::byte> keys, std::span<const std::byte> value,
-                      void* handle) override {
-    if (!for_input(h.input, [&]<std::size_t J>() { deliver_input<J>(h, keys, value, handle); })) bad_input(h.input);
+  std::size_t deliver_remote(const detail::WireHeader& h, std::span<const std::byte> keys,
+                             std::span<const std::byte> value, void*& handle) override {
+    std::size_t used = 0;
+    if (!for_input(h.input, [&]<std::size_t J>() { used = deliver_input<J>(h, keys, value, handle); }))
+      bad_input(h.input);
+    return used;
+  }
+
+  void release_remote(std::uint16_t input, void* handle) override {
+    for_input(input, [&]<std::size_t J>() { release_input<J>(handle); });
+  }
+
+  const void* input_type(std::uint16_t input) const override {
+    const void* type = nullptr;
+    if (!for_input(input, [&]<std::size_t J>() { type = &detail::type_tag<InV<J>>; })) bad_input(input);
+    return type;
   }
 
   const char* untransferable() const override {
@@ -402,30 +415,9 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       cannot_cross<J>(keys.front());
     } else {
       detail::RemoteBase& remote = *graph_->remote;
-      std::span<const std::byte> payload;
       detail::WireBytes encoded;
-      if constexpr (kData<J>) {
-        if constexpr (std::is_trivially_copyable_v<V>) {
-          payload = std::as_bytes(std::span<const V>(v, 1));  // trivially copyable: its bytes
-        } else if constexpr (detail::Codec<V>::kind == detail::WireKind::fixed) {
-          encoded.resize(detail::Codec<V>::size);
-          detail::Codec<V>::pack(*v, reinterpret_cast<std::byte*>(encoded.data()));
-          payload = std::as_bytes(std::span<const char>(encoded));
-        } else {
-          detail::Codec<V>::append(*v, encoded);
-          payload = std::as_bytes(std::span<const char>(encoded));
-        }
-      }
-      // A large payload is borrowed until sent: from the shared copy it lives in (one more reference per
-      // message), else from bytes of our own (a copy: the caller's value may change once send() returns).
-      const bool from_hold = hold && payload.data() == reinterpret_cast<const std::byte*>(&hold->value);
-      std::shared_ptr<const detail::WireBytes> owned;
-      if (payload.size() > remote.large && !from_hold) {
-        owned = std::make_shared<const detail::WireBytes>(
-            encoded.empty() ? detail::WireBytes(reinterpret_cast<const char*>(payload.data()), payload.size())
-                            : std::move(encoded));
-        payload = std::as_bytes(std::span<const char>(*owned));
-      }
+      std::span<const std::byte> payload;
+      if constexpr (kData<J>) payload = detail::wire_bytes(*v, encoded);
       if constexpr (detail::Codec<KS>::kind == detail::WireKind::fixed) {
         // The common case, one key of fixed size and a small value: the header on the stack, no allocation.
         constexpr std::size_t hsize = sizeof(detail::WireHeader) + detail::Codec<KS>::size;
@@ -438,38 +430,10 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
           return;
         }
       }
-      detail::WireBytes header;
-      std::size_t i = 0;
-      while (i < keys.size()) {
-        header.resize(sizeof(detail::WireHeader));
-        std::uint16_t n = 0;
-        while (i < keys.size() && n < UINT16_MAX) {
-          const std::size_t before = header.size();
-          detail::append_key(keys[i], header);
-          if (header.size() > remote.max_header) {
-            if (n == 0)
-              throw error("weft::flow: '" + name_ + "', key " + detail::key_string(keys[i]) + ": a key of " +
-                          std::to_string(header.size() - before) + " bytes is too large to send to another "
-                          "process (at most " +
-                          std::to_string(remote.max_header - sizeof(detail::WireHeader)) + ")");
-            header.resize(before);  // the next message takes it
-            break;
-          }
-          ++n, ++i;
-        }
-        const detail::WireHeader h{id_, static_cast<std::uint16_t>(J), n};
-        std::memcpy(header.data(), &h, sizeof h);
-        std::function<void()> done;
-        if (payload.size() > remote.large) {
-          if (from_hold) {
-            hold->refs.fetch_add(1, std::memory_order_relaxed);  // the caller holds one: no release races
-            done = [hold] { hold->release(); };
-          } else {
-            done = [owned] {};
-          }
-        }
-        remote.send(dest, std::as_bytes(std::span<const char>(header)), payload, std::move(done));
-      }
+      detail::ScatterBatch<V> batch(remote, v, hold);
+      if (!encoded.empty()) batch.use_encoded(std::move(encoded));  // (else its bytes are the value's own)
+      batch.add(dest, id_, static_cast<std::uint16_t>(J), keys, name_);
+      batch.send();
     }
   }
 
@@ -495,9 +459,10 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
   }
 
   /// A broadcast of `s->value` to `keys` (the caller holds a reference to s): the keys owned here share s, the
-  /// others get one message per owner.
+  /// others join `batch`'s message for their owner.
   template <std::size_t J>
-  static void scatter_in(void* self, std::span<const KS> keys, detail::Shared<InV<J>>* s) {
+  static void scatter_in(void* self, std::span<const KS> keys, detail::Shared<InV<J>>* s,
+                         detail::ScatterBatch<InV<J>>& batch) {
     TT& tt = *static_cast<TT*>(self);
     const int me = tt.graph_->remote->rank;
     std::vector<std::pair<int, std::uint32_t>> by_owner;  // (owner, index): stable by index within an owner
@@ -524,10 +489,10 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       } else {
         group.clear();
         for (std::size_t i = a; i < b; ++i) group.push_back(keys[by_owner[i].second]);
-        if constexpr (!kData<J>)
-          tt.template send_remote<J>(owner, group, nullptr, nullptr);
+        if constexpr (!kTransferable<J>)
+          tt.template cannot_cross<J>(group.front());
         else
-          tt.template send_remote<J>(owner, group, &s->value, s);
+          batch.add(owner, tt.id_, static_cast<std::uint16_t>(J), std::span<const KS>(group), tt.name_);
       }
       a = b;
     }
@@ -540,7 +505,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     if constexpr (kData<J> && kTransferable<J> && !detail::cheap_v<V>) {
       if constexpr (std::is_trivially_copyable_v<V>) {
         if (size != sizeof(V)) wrong_message<J>();
-        auto* s = new detail::Shared<V>(h.keys, typename detail::Shared<V>::Raw{});
+        auto* s = new detail::Shared<V>(1, typename detail::Shared<V>::Raw{});  // the message's reference
         handle = s;
         return {reinterpret_cast<std::byte*>(&s->value), sizeof(V)};
       }
@@ -555,10 +520,12 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
                 ": a message from another process does not match the key and value types (different graphs?)");
   }
 
-  /// deliver_remote for input J.
+  /// deliver_remote for input J: one group of a message (its keys at the start of `key_bytes`); returns the bytes
+  /// of keys it read. A value shared by the keys lives in one copy for every group of the message: `handle`, set
+  /// by place_input or by the first group that decodes it, holds the message's reference (release_remote).
   template <std::size_t J>
-  void deliver_input(const detail::WireHeader& h, std::span<const std::byte> key_bytes,
-                     std::span<const std::byte> value, void* handle) {
+  std::size_t deliver_input(const detail::WireHeader& h, std::span<const std::byte> key_bytes,
+                            std::span<const std::byte> value, void*& handle) {
     using V = InV<J>;
     if constexpr (!kTransferable<J>) {
       (void)h, (void)key_bytes, (void)value, (void)handle;
@@ -576,26 +543,29 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
         const V& v = *detail::Codec<V>::unpack_to(buf, value.data());
         for (std::uint16_t i = 0; i < h.keys; ++i) deliver_here<J>(detail::read_key<KS>(keys), v);
       } else {
-        // One shared copy for the keys (each delivery takes one reference): placed by place_input, or built here.
         detail::Shared<V>* s = static_cast<detail::Shared<V>*>(handle);
-        if (!s) {
+        if (!s) {  // the first group of the message: the shared copy, with the message's reference
           if constexpr (detail::Codec<V>::kind == detail::WireKind::fixed) {
             if (value.size() != detail::Codec<V>::size) wrong_message<J>();
             if constexpr (std::is_trivially_copyable_v<V>) {
-              s = new detail::Shared<V>(h.keys, typename detail::Shared<V>::Raw{});
+              s = new detail::Shared<V>(1, typename detail::Shared<V>::Raw{});
               std::memcpy(static_cast<void*>(&s->value), value.data(), sizeof(V));
             } else {
               alignas(V) unsigned char buf[sizeof(V)];
               V* v = detail::Codec<V>::unpack_to(buf, value.data());
-              s = new detail::Shared<V>(h.keys, std::move(*v));
+              s = new detail::Shared<V>(1, std::move(*v));
               v->~V();
             }
           } else {
-            s = new detail::Shared<V>(h.keys, detail::Codec<V>::decode(value));
+            s = new detail::Shared<V>(1, detail::Codec<V>::decode(value));
           }
+          handle = s;
         }
+        // One reference per key of this group (relaxed: the message's keeps s alive meanwhile); a key that fails
+        // to decode or deliver leaves its reference unused, released here.
+        s->refs.fetch_add(h.keys, std::memory_order_relaxed);
         std::uint16_t given = 0;
-        struct Unused {  // references not handed to a delivery (a key that failed to decode or deliver)
+        struct Unused {
           detail::Shared<V>* s;
           std::uint16_t& given;
           std::uint16_t n;
@@ -609,8 +579,14 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
           deliver_here<J>(k, s);
         }
       }
-      if (keys.left() != 0) wrong_message<J>();
+      return key_bytes.size() - keys.left();
     }
+  }
+
+  /// release_remote for input J.
+  template <std::size_t J>
+  static void release_input(void* handle) {
+    if constexpr (kData<J> && !detail::cheap_v<InV<J>>) static_cast<detail::Shared<InV<J>>*>(handle)->release();
   }
 
   /// deliver() for a key owned by this process.

@@ -12,12 +12,13 @@
 // Anything else cannot cross processes (kind none): a send to a key owned by another process is then an error.
 //
 // Messages (one transport message kind per graph; src/flow/remote.cpp dispatches on the header):
-//   header  = WireHeader { template-task id, input terminal, number of keys } + the keys (fixed: their bytes;
-//             serialized: a 32-bit length then the bytes, each)
-//   payload = the value, once for all the keys (fixed: its bytes; serialized: the archive; empty for a control
-//             edge)
-// A broadcast to several keys owned by one process is one message with all of them (or as few as the header
-// size allows).
+//   header  = one or more groups, each WireHeader { template-task id, input terminal, number of keys } + the
+//             keys (fixed: their bytes; serialized: a 32-bit length then the bytes, each)
+//   payload = the value, once for all the keys of all the groups (fixed: its bytes; serialized: the archive;
+//             empty for a control edge). The groups' inputs have one value type (checked on receipt).
+// A value for several keys owned by one process (a broadcast, over one terminal or several, or an edge with
+// several consuming template tasks) is one message with all of them (or as few as the header size allows:
+// ScatterBatch in flow_core.hpp).
 #pragma once
 
 #include <cstddef>
