@@ -2,6 +2,9 @@
 //   - hop: a flow chain whose consecutive keys live on alternating ranks (keymap k % 2), values of 8 B and
 //     64 KiB, one fence per run; reported as time per hop, against a raw MPI ping-pong of the same size (one-way
 //     time) and, for 64 KiB, as bandwidth;
+//   - broadcast: rank 0's task i sends one 64 KiB value to key i of two template tasks on rank 1
+//     (broadcast<0, 1>), which both answer rank 0's task i + 1; reported as time per round, against raw MPI's
+//     64 KiB one way plus 8 B back (the value crosses once: one message for both terminals);
 //   - fence: an empty fence() on every rank (the termination detector's two waves and nothing else);
 //   - tree: a binary tree of flow tasks (TTG's Fig. 6 shape: each task sends to its two children) with keys
 //     spread over the ranks by the default keymap, against the same tree with every key on rank 0.
@@ -21,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +107,50 @@ double flow_hops(weft::Runtime& rt, long hops) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   return t / static_cast<double>(hops) * 1e6;
+}
+
+// Microseconds per round of a broadcast of a V to two template tasks on rank 1 that both answer rank 0.
+template <class V>
+double broadcast_rounds(weft::Runtime& rt, const V& value, long rounds) {
+  weft::flow::Edge<std::int64_t, V> a("a"), b("b");
+  weft::flow::Edge<std::int64_t, int> back("back");
+  std::atomic<long> ran{0};
+  auto src = weft::flow::make_tt<std::int64_t>(
+      [&](const std::int64_t& i, const weft::flow::Aggregator<int>&, auto& out) {
+        if (i < rounds) weft::flow::broadcast<0, 1>(std::make_tuple(i, i), value, out);
+      },
+      weft::flow::edges(weft::flow::make_aggregator(back, 2)), weft::flow::edges(a, b), "source");
+  auto reply = [&](auto& edge, const char* name) {
+    auto tt = weft::flow::make_tt<std::int64_t>(
+        [&](const std::int64_t& i, const V&, auto& out) {
+          ran.fetch_add(1, std::memory_order_relaxed);
+          weft::flow::send<0>(i + 1, 1, out);
+        },
+        weft::flow::edges(edge), weft::flow::edges(back), name);
+    tt->set_keymap([](const std::int64_t&) { return 1; });
+    return tt;
+  };
+  auto ra = reply(a, "a"), rb = reply(b, "b");
+  src->set_keymap([](const std::int64_t&) { return 0; });
+  auto g = weft::flow::graph(rt, src);
+  g.fence();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (me == 0) {
+    g.invoke(0, 1);
+    g.invoke(0, 1);
+  }
+  g.fence();
+  const double t = MPI_Wtime() - t0;
+  long total = 0, mine = ran.load();
+  MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (total != 2 * rounds) {
+    std::fprintf(stderr, "weft-bench-dist: the broadcast ran %ld tasks, expected %ld\n", total, 2 * rounds);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return t / static_cast<double>(rounds) * 1e6;
 }
 
 // Microseconds per empty fence.
@@ -223,14 +271,17 @@ int main(int argc, char** argv) {
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
   using Big = std::array<std::byte, 64 * 1024>;
-  std::vector<double> raw8, weft8, raw64, weft64, fence, spread, local;
+  std::vector<double> raw8, weft8, raw64, weft64, bcast, fence, spread, local;
   {
     weft::Runtime rt(options(a.workers));
+    const auto big = std::make_unique<Big>();
+    for (std::size_t i = 0; i < big->size(); ++i) (*big)[i] = static_cast<std::byte>(i * 7);
     for (int r = 0; r < a.reps; ++r) {
       raw8.push_back(raw_pingpong(raw, 8, a.hops));
       weft8.push_back(flow_hops<std::uint64_t>(rt, a.hops));
       raw64.push_back(raw_pingpong(raw, sizeof(Big), a.big_hops));
       weft64.push_back(flow_hops<Big>(rt, a.big_hops));
+      bcast.push_back(broadcast_rounds(rt, *big, a.big_hops));
       fence.push_back(empty_fences(rt, a.fences));
       spread.push_back(tree(rt, a.depth, true));
       local.push_back(tree(rt, a.depth, false));
@@ -250,6 +301,8 @@ int main(int argc, char** argv) {
                 median(weft64) / median(raw64));
     std::printf("  %-34s %12.0f %12.0f %7.0f%%\n", "bandwidth, 64 KiB hops (MB/s)", mbs(median(raw64)),
                 mbs(median(weft64)), 100.0 * median(raw64) / median(weft64));
+    std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "broadcast 64 KiB to 2 terminals (us)", median(raw64) + median(raw8),
+                median(bcast), median(bcast) / (median(raw64) + median(raw8)));
     std::printf("  %-34s %12s %12.2f\n", "empty fence (us)", "", median(fence));
     std::printf("  %-34s %12s %12.1f\n", "binary tree, keys on rank 0 (ns/task)", "", median(local));
     std::printf("  %-34s %12s %12.1f %7.2fx\n", "binary tree, keys spread (ns/task)", "", median(spread),
