@@ -62,8 +62,9 @@
 //       keys of that rank, one shared copy). A value for several keys of one rank travels once, in one
 //       message: a broadcast, broadcast<i, j, ...> to several terminals of one value type, and a send on an
 //       edge that several template tasks take as input all send one message per owner rank, whichever
-//       terminals and template tasks its keys belong to (broadcast<i, j, ...> over terminals of different value
-//       types: one message per value type and owner rank).
+//       terminals and template tasks its keys belong to. Exception: broadcast<i, j, ...> over terminals of
+//       different value types, or of a small trivially copyable one (16 bytes or less, copied rather than
+//       shared), sends one message per terminal and owner rank.
 //     - What can cross: trivially copyable types as bytes; std::pair / std::tuple of them; any other type that
 //       cereal can serialize: std::string, std::vector, std::array, std::map, std::set, std::unordered_map,
 //       std::pair, std::tuple, std::optional, std::variant, std::complex (weft includes cereal's support for
