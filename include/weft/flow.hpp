@@ -310,8 +310,8 @@ void broadcastk(std::initializer_list<typename detail::terminal_t<I, O...>::KS> 
 /// move-only value can go to them; for terminals of different value types the value is copied and converted
 /// for each. If a terminal with keys has no consumer, it throws weft::flow::error before sending anything. An
 /// exception from a key range's iteration or from a value's conversion or copy may leave the broadcast partly
-/// delivered (as one send after another would). Across processes, each terminal sends one message per owner
-/// rank of its keys.
+/// delivered (as one send after another would). Across processes, terminals that share one copy send one
+/// message per owner rank for all their keys; the others, one message per terminal and owner rank.
 template <std::size_t I, std::size_t J, std::size_t... Is, class... Lists, class V, class... O>
 void broadcast(const std::tuple<Lists...>& keylists, V&& value, std::tuple<O...>& out) {
   static_assert(sizeof...(Lists) == 2 + sizeof...(Is),

@@ -106,9 +106,11 @@ struct Counter {
   double seconds = 0;
 };
 
-/// A component's counters, e.g. "transport" (messages and bytes sent and received, time in poll()) or
-/// "termination" (the distributed termination detector's waves and control messages). Counters of several
-/// instances of one component (two transports) are summed by name.
+/// A component's counters, e.g. "transport" (messages and bytes sent and received, time in poll(): every
+/// message of the transport, the termination detector's control messages included, and each message's header
+/// and payload bytes) or "termination" (the distributed termination detector's waves and control messages).
+/// Counters of several instances of one component (two transports) are summed by name. A flow graph's fence()
+/// and wait() are each a run of their own, with a profile of their own.
 struct CounterSection {
   std::string name;
   std::vector<Counter> counters;

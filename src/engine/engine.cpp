@@ -1149,13 +1149,15 @@ void Engine::watchdog_fire() {
     const std::int64_t children = static_cast<std::int64_t>(static_cast<std::uint32_t>(alive)) - kAliveGuard;
     const std::int64_t own_events = (alive & kUnitsMask) >> 32;
     const std::int32_t child_events = held_events(root).load(std::memory_order_relaxed);
-    what = "the run's function waits for " + std::to_string(children) + " of its tasks; " +
-           std::to_string(child_events) + " completion events (weft::Event) taken by them and " +
-           std::to_string(own_events) + " taken by the function itself are not fulfilled";
+    what = "the run's function waits for " + std::to_string(children) +
+           " of its tasks (each with its descendants); completion events (weft::Event) not fulfilled: " +
+           std::to_string(child_events) + " of those tasks' own, " + std::to_string(own_events) +
+           " of the function's (events of tasks nested deeper are not counted here)";
   }
   std::fprintf(stderr,
-               "weft: watchdog: no worker has had a task to run for %g s (WEFT_WATCHDOG) and %s. The run waits "
-               "for an Event that nothing fulfils, or for something outside weft: ending the process.\n",
+               "weft: watchdog: no worker has had a task to run for %g s (Options::watchdog_seconds, "
+               "WEFT_WATCHDOG) and %s. The run waits for an Event that nothing fulfils, or for something outside "
+               "weft: ending the process.\n",
                options.watchdog_seconds, what.c_str());
   std::fflush(stderr);
   std::_Exit(1);

@@ -645,8 +645,9 @@ TEST_P(EventsDeathTest, WatchdogEndsARunWaitingForAnEventNeverFulfilled) {
         std::exit(0);
       },
       testing::ExitedWithCode(1),
-      "weft: watchdog: no worker has had a task to run for 0.5 s \\(WEFT_WATCHDOG\\) and the run's function "
-      "waits for 3 of its tasks; 3 completion events \\(weft::Event\\) taken by them.*ending the process");
+      "weft: watchdog: no worker has had a task to run for 0.5 s \\(Options::watchdog_seconds, WEFT_WATCHDOG\\) "
+      "and the run's function waits for 3 of its tasks \\(each with its descendants\\); completion events "
+      "\\(weft::Event\\) not fulfilled: 3 of those tasks' own, 0 of the function's.*ending the process");
 }
 
 TEST_P(EventsDeathTest, WatchdogNamesTheEventsOfTheRunsOwnFunction) {
@@ -659,7 +660,7 @@ TEST_P(EventsDeathTest, WatchdogNamesTheEventsOfTheRunsOwnFunction) {
         rt.run([&](weft::Context& cx) { kept = cx.event(); });
         std::exit(0);
       },
-      testing::ExitedWithCode(1), "waits for 0 of its tasks; 0 completion events .* and 1 taken by the function itself");
+      testing::ExitedWithCode(1), "waits for 0 of its tasks .*not fulfilled: 0 of those tasks' own, 1 of the function's");
 }
 
 // The watchdog counts only time in which every worker waits for work: a task that runs (here: sleeps) for
