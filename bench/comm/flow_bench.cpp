@@ -79,6 +79,28 @@ double raw_pingpong(MPI_Comm comm, std::size_t bytes, long iters) {
   return t / static_cast<double>(2 * iters) * 1e6;
 }
 
+// Runs a graph once, timed: a fence first (its set-up, collective, outside the timing), then seed() on rank 0
+// and a fence. Ends the job unless the ranks ran `expected` tasks in all (`what` names the graph). Returns the
+// seconds of the timed fence.
+template <class Graph, class Seed>
+double timed_run(Graph& g, Seed&& seed, const std::atomic<long>& ran, long expected, const char* what) {
+  g.fence();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (me == 0) seed();
+  g.fence();
+  const double t = MPI_Wtime() - t0;
+  long total = 0, mine = ran.load();
+  MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (total != expected) {
+    std::fprintf(stderr, "weft-bench-dist: the %s ran %ld tasks, expected %ld\n", what, total, expected);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return t;
+}
+
 // Microseconds per hop of a flow chain of `hops` keys alternating ranks, values of type V.
 template <class V>
 double flow_hops(weft::Runtime& rt, long hops) {
@@ -92,20 +114,7 @@ double flow_hops(weft::Runtime& rt, long hops) {
       weft::flow::edges(e), weft::flow::edges(e), "step");
   step->set_keymap([](const std::int64_t& k) { return static_cast<int>(k % 2); });
   auto g = weft::flow::graph(rt, step);
-  g.fence();  // the graph's set-up (collective) outside the timing
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  int me;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  if (me == 0) g.invoke(0, V{});
-  g.fence();
-  const double t = MPI_Wtime() - t0;
-  long total = 0, mine = ran.load();
-  MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (total != hops + 1) {
-    std::fprintf(stderr, "weft-bench-dist: the chain ran %ld tasks, expected %ld\n", total, hops + 1);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  const double t = timed_run(g, [&] { g.invoke(0, V{}); }, ran, hops + 1, "chain");
   return t / static_cast<double>(hops) * 1e6;
 }
 
@@ -133,23 +142,11 @@ double broadcast_rounds(weft::Runtime& rt, const V& value, long rounds) {
   auto ra = reply(a, "a"), rb = reply(b, "b");
   src->set_keymap([](const std::int64_t&) { return 0; });
   auto g = weft::flow::graph(rt, src);
-  g.fence();
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  int me;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  if (me == 0) {
+  const auto seed = [&] {  // the source's first task: its aggregator's two values
     g.invoke(0, 1);
     g.invoke(0, 1);
-  }
-  g.fence();
-  const double t = MPI_Wtime() - t0;
-  long total = 0, mine = ran.load();
-  MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (total != 2 * rounds) {
-    std::fprintf(stderr, "weft-bench-dist: the broadcast ran %ld tasks, expected %ld\n", total, 2 * rounds);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  };
+  const double t = timed_run(g, seed, ran, 2 * rounds, "broadcast");
   return t / static_cast<double>(rounds) * 1e6;
 }
 
@@ -182,21 +179,8 @@ double tree(weft::Runtime& rt, int depth, bool spread) {
       weft::flow::edges(down), weft::flow::edges(down), "node");
   if (!spread) node->set_keymap([](const Key&) { return 0; });
   auto g = weft::flow::graph(rt, node);
-  g.fence();
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  int me;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  if (me == 0) g.invoke(Key{0, 0}, 0);
-  g.fence();
-  const double el = MPI_Wtime() - t0;
   const long tasks = (2L << depth) - 1;
-  long total = 0, mine = ran.load();
-  MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (total != tasks) {
-    std::fprintf(stderr, "weft-bench-dist: the tree ran %ld tasks, expected %ld\n", total, tasks);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  const double el = timed_run(g, [&] { g.invoke(Key{0, 0}, 0); }, ran, tasks, "tree");
   return el / static_cast<double>(tasks) * 1e9;
 }
 

@@ -51,7 +51,7 @@ double parse_seconds(const char* name, const char* text, double hi) {
   if (s.empty() || s.find_first_not_of("0123456789.") != std::string::npos || errno != 0 || *end != '\0' ||
       !(v >= 0 && v <= hi))
     throw config_error(std::string("weft: ") + name + "='" + s + "' is invalid: expected a number of seconds from 0 to " +
-                       std::to_string(static_cast<long long>(hi)));
+                       std::to_string(static_cast<long long>(hi)) + ", in digits with at most one point (30, 0.5)");
   return v;
 }
 
