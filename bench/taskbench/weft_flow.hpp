@@ -22,9 +22,10 @@
 // there as one message (weft/flow.hpp). Values crossing ranks must be trivially copyable for now, so there the
 // output is a Packet<N> (N bytes inline, the smallest of 16, 64, 512 and 4096 that holds -output) instead of an
 // Output, sent to each consumer separately. The timer runs from a barrier before the graph starts to a barrier
-// after it has terminated on every rank; rank 0 gathers the exactly-once marks, checks them and prints the report; a rank whose check fails ends
-// the job (MPI_Abort) with a rank-tagged message. With one process (no launcher, or -np 1) none of this applies:
-// MPI is not even initialised, and the program is exactly the single-process one.
+// after it has terminated on every rank; rank 0 gathers the exactly-once marks, checks them and prints the
+// report; a rank whose check fails ends the job (MPI_Abort) with a rank-tagged message. With one process (no
+// launcher, or -np 1) none of this applies: MPI is not even initialised, and the program is exactly the
+// single-process one.
 #pragma once
 
 #include <weft/flow.hpp>

@@ -5,9 +5,9 @@
 //
 // Messages. One message kind per graph, registered through the detector (counted, stamped with the epoch); its
 // format is in include/weft/detail/flow_wire.hpp (groups of a WireHeader naming a template task, its input and
-// the number of keys, then the keys; the value as the payload, once for all the groups' keys). The template-task id is the
-// task's index in the graph (GraphBase collects the tasks in an order that depends only on the program's
-// construction order, so it agrees across ranks). The kind's name carries a hash of the graph's shape (names and
+// the number of keys, then the keys; the value as the payload, once for all the groups' keys). The template-task
+// id is the task's index in the graph (GraphBase collects the tasks in an order that depends only on the
+// program's construction order, so it agrees across ranks). The kind's name carries a hash of the graph's shape (names and
 // edges of its template tasks, in order): Transport::check_consistency() at construction then refuses ranks that
 // built different graphs. The owner's handler delivers the value exactly as local sends would
 // (TTBase::deliver_remote). A large payload (above the transport's rendezvous threshold) is received straight
@@ -240,10 +240,11 @@ class Remote final : public RemoteBase {
     return s;
   }
 
-  static WireHeader header_of(const comm::Message& m, const GraphState& g) {
+  /// The WireHeader at the start of `bytes` (a group of a message's header), checked against the graph.
+  static WireHeader group_header(std::span<const std::byte> bytes, const GraphState& g) {
     WireHeader h;
-    if (m.header().size() < sizeof h) throw error("weft::flow: a malformed message from another process");
-    std::memcpy(&h, m.header().data(), sizeof h);
+    if (bytes.size() < sizeof h) throw error("weft::flow: a malformed message from another process");
+    std::memcpy(&h, bytes.data(), sizeof h);
     if (h.tt >= g.tts.size())
       throw error("weft::flow: a message names an unknown template task (did every rank build the same graph?)");
     return h;
@@ -253,7 +254,7 @@ class Remote final : public RemoteBase {
   // value's final storage (a shared copy), remembered here until the message is delivered.
   std::span<std::byte> on_place(const comm::Message& m) {
     try {
-      const WireHeader h = header_of(m, g_);
+      const WireHeader h = group_header(m.header(), g_);
       void* handle = nullptr;
       std::span<std::byte> dst = g_.tts[h.tt]->place_remote(h, m.payload_size(), handle);
       Placed p{handle, nullptr};
@@ -275,7 +276,7 @@ class Remote final : public RemoteBase {
     active_.store(true, std::memory_order_relaxed);
     td_.set_active();
     try {
-      const WireHeader first = header_of(m, g_);
+      const WireHeader first = group_header(m.header(), g_);
       // The value's shared copy, if any (placed, or made by the first group), with the message's reference:
       // released once every group has its own, also when a group fails.
       struct Held {
@@ -294,21 +295,18 @@ class Remote final : public RemoteBase {
           placed_.erase(it);
         }
       }
-      // The groups, in order: each names a template task, its input and its keys (flow_wire.hpp).
-      const void* type = held.tt->input_type(first.input);
-      std::span<const std::byte> rest = m.header();
-      while (!rest.empty()) {
-        WireHeader h;
-        if (rest.size() < sizeof h) throw error("weft::flow: a malformed message from another process");
-        std::memcpy(&h, rest.data(), sizeof h);
-        if (h.tt >= g_.tts.size())
-          throw error("weft::flow: a message names an unknown template task (did every rank build the same graph?)");
-        TTBase& tt = *g_.tts[h.tt];
-        if (tt.input_type(h.input) != type)
-          throw error("weft::flow: a message for '" + tt.name() + "', input " + std::to_string(h.input) +
+      // The groups, in order: each names a template task, its input and its keys (flow_wire.hpp). A group after
+      // the first must name an input of the first one's value type (they share its copy).
+      WireHeader h = first;
+      std::span<const std::byte> rest = m.header().subspan(sizeof h);
+      for (;;) {
+        rest = rest.subspan(g_.tts[h.tt]->deliver_remote(h, rest, m.payload(), held.handle));
+        if (rest.empty()) break;
+        h = group_header(rest, g_);
+        rest = rest.subspan(sizeof h);
+        if (g_.tts[h.tt]->input_type(h.input) != held.tt->input_type(first.input))
+          throw error("weft::flow: a message for '" + g_.tts[h.tt]->name() + "', input " + std::to_string(h.input) +
                       ", carries a value of another type than its other keys (did every rank build the same graph?)");
-        const std::size_t used = tt.deliver_remote(h, rest.subspan(sizeof h), m.payload(), held.handle);
-        rest = rest.subspan(sizeof h + used);
       }
     } catch (const std::exception& x) {
       // The sender cannot be told; its peers would wait for this rank forever: end the job, naming the error.
