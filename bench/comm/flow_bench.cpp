@@ -4,7 +4,9 @@
 //     time) and, for 64 KiB, as bandwidth;
 //   - broadcast: rank 0's task i sends one 64 KiB value to key i of two template tasks on rank 1
 //     (broadcast<0, 1>), which both answer rank 0's task i + 1; reported as time per round, against raw MPI's
-//     64 KiB one way plus 8 B back (the value crosses once: one message for both terminals);
+//     64 KiB one way plus 8 B back (the value crosses once: one message for both terminals); the same with a
+//     1 MiB std::vector<double> (serialized with cereal: encoded, sent, decoded), against 1 MiB one way plus
+//     8 B back;
 //   - fence: an empty fence() on every rank (the termination detector's two waves and nothing else);
 //   - tree: a binary tree of flow tasks (TTG's Fig. 6 shape: each task sends to its two children) with keys
 //     spread over the ranks by the default keymap, against the same tree with every key on rank 0.
@@ -16,6 +18,8 @@
 // In a container add --mca btl_vader_single_copy_mechanism none (see tests/mpi/CMakeLists.txt).
 #include <mpi.h>
 #include <weft/flow.hpp>
+
+#include <cereal/types/vector.hpp>
 
 #include <algorithm>
 #include <array>
@@ -35,6 +39,7 @@ struct Args {
   int reps = 7;
   long hops = 20000;      // 8-byte hops per run
   long big_hops = 2000;   // 64 KiB hops per run
+  long vector_rounds = 312;  // broadcasts of a 1 MiB std::vector per run (hops / 64)
   unsigned workers = 1;   // per rank
   int depth = 14;         // tree: 2^(depth+1) - 1 tasks
   int fences = 2000;      // empty fences per run
@@ -197,6 +202,7 @@ Args parse(int argc, char** argv) {
     } else if (const char* v2 = val("--hops=")) {
       a.hops = std::max(10L, std::atol(v2));
       a.big_hops = std::max(10L, a.hops / 10);
+      a.vector_rounds = std::max(10L, a.hops / 64);
     } else if (const char* v3 = val("--workers=")) {
       a.workers = static_cast<unsigned>(std::max(1, std::atoi(v3)));
     } else if (const char* v4 = val("--depth=")) {
@@ -255,7 +261,8 @@ int main(int argc, char** argv) {
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
   using Big = std::array<std::byte, 64 * 1024>;
-  std::vector<double> raw8, weft8, raw64, weft64, bcast, fence, spread, local;
+  std::vector<double> raw8, weft8, raw64, weft64, bcast, raw1m, vbcast, fence, spread, local;
+  const std::vector<double> vec(1 << 17, 1.5);  // 1 MiB
   {
     weft::Runtime rt(options(a.workers));
     const auto big = std::make_unique<Big>();
@@ -266,6 +273,8 @@ int main(int argc, char** argv) {
       raw64.push_back(raw_pingpong(raw, sizeof(Big), a.big_hops));
       weft64.push_back(flow_hops<Big>(rt, a.big_hops));
       bcast.push_back(broadcast_rounds(rt, *big, a.big_hops));
+      raw1m.push_back(raw_pingpong(raw, vec.size() * sizeof(double), a.vector_rounds));
+      vbcast.push_back(broadcast_rounds(rt, vec, a.vector_rounds));
       fence.push_back(empty_fences(rt, a.fences));
       spread.push_back(tree(rt, a.depth, true));
       local.push_back(tree(rt, a.depth, false));
@@ -287,6 +296,8 @@ int main(int argc, char** argv) {
                 mbs(median(weft64)), 100.0 * median(raw64) / median(weft64));
     std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "broadcast 64 KiB to 2 terminals (us)", median(raw64) + median(raw8),
                 median(bcast), median(bcast) / (median(raw64) + median(raw8)));
+    std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "broadcast 1 MiB vector to 2 (us)", median(raw1m) + median(raw8),
+                median(vbcast), median(vbcast) / (median(raw1m) + median(raw8)));
     std::printf("  %-34s %12s %12.2f\n", "empty fence (us)", "", median(fence));
     std::printf("  %-34s %12s %12.1f\n", "binary tree, keys on rank 0 (ns/task)", "", median(local));
     std::printf("  %-34s %12s %12.1f %7.2fx\n", "binary tree, keys spread (ns/task)", "", median(spread),

@@ -76,6 +76,13 @@
 //     - Large values (above 8 KiB) move by a non-blocking transfer straight into the storage the receiving tasks
 //       read (trivially copyable values; serialized ones are decoded from a buffer), and are sent without a copy
 //       from a value shared by several tasks; a value the body still holds (sent as an lvalue) is copied once.
+//       A broadcast makes its shared copy on the sending rank only if some of its keys are there: to keys
+//       all on other ranks, the value is encoded (or, large and trivially copyable, copied once) straight from
+//       the caller's value, which stays untouched even when given as an rvalue.
+//       The byte buffers of such messages (a value's encoding, or its copy, and a received payload that is
+//       decoded) are kept for the next ones: up to 4 of 64 KiB to 16 MiB per graph, freed with the graph. A
+//       buffer of a megabyte allocated and freed per message would cost more than the copy: glibc hands it
+//       back to the system, and the next one is faulted in again page by page.
 //     - Priorities: the priomap runs on the owner, so a task's priority travels with its key.
 //     - Failures: a task that throws on a rank of a graph of several processes ends the whole job (MPI_Abort)
 //       with one line naming the rank, the template task, the key and the exception (the other ranks would wait

@@ -37,6 +37,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -257,10 +258,13 @@ class Remote final : public RemoteBase {
       const WireHeader h = group_header(m.header(), g_);
       void* handle = nullptr;
       std::span<std::byte> dst = g_.tts[h.tt]->place_remote(h, m.payload_size(), handle);
-      Placed p{handle, nullptr};
+      Placed p{handle, {}};
       if (dst.empty()) {
-        p.bytes = std::make_unique<std::byte[]>(m.payload_size());
-        dst = {p.bytes.get(), m.payload_size()};
+        p.bytes = buffers.take();
+        // At least 16 bytes of capacity: the bytes are on the heap, where moving p leaves them (its key).
+        p.bytes.reserve(std::max<std::size_t>(m.payload_size(), 16));
+        if (p.bytes.size() < m.payload_size()) p.bytes.resize(m.payload_size());
+        dst = {reinterpret_cast<std::byte*>(p.bytes.data()), m.payload_size()};
       }
       placed_.emplace(dst.data(), std::move(p));
       return dst;
@@ -287,11 +291,15 @@ class Remote final : public RemoteBase {
           if (handle) tt->release_remote(input, handle);
         }
       } held{nullptr, g_.tts[first.tt].get(), first.input};
-      std::unique_ptr<std::byte[]> bytes;  // freed once delivered
+      struct Bytes {  // a placed buffer of ours: back to the buffers once delivered
+        RemoteBase& r;
+        WireBytes b;
+        ~Bytes() { r.buffers.give(std::move(b)); }
+      } bytes{*this, {}};
       if (!placed_.empty() && !m.payload().empty()) {
         if (auto it = placed_.find(m.payload().data()); it != placed_.end()) {
           held.handle = it->second.handle;
-          bytes = std::move(it->second.bytes);
+          bytes.b = std::move(it->second.bytes);
           placed_.erase(it);
         }
       }
@@ -341,7 +349,7 @@ class Remote final : public RemoteBase {
   std::atomic<bool> running_{false};  // a fence is executing
   struct Placed {
     void* handle;                        // what place_remote returned, for deliver_remote
-    std::unique_ptr<std::byte[]> bytes;  // or a buffer of ours
+    WireBytes bytes;                     // or a buffer of ours (MessageBuffers)
   };
   std::unordered_map<const std::byte*, Placed> placed_;  // under the progress token
   // The watchdog.

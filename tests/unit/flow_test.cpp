@@ -579,4 +579,27 @@ TEST(Flow, SentTaskRunsOnAnotherWorkerWhileTheSenderComputes) {
   }
 }
 
+// The buffers kept for large messages across processes (flow_core.hpp): only capacities in
+// [kMinKept, kMaxKept], at most kKept of them; a buffer comes back with its bytes, the last given first.
+TEST(FlowMessageBuffers, KeepsAFewBuffersOfLargeMessages) {
+  using weft::flow::detail::MessageBuffers;
+  using weft::flow::detail::WireBytes;
+  MessageBuffers m;
+  EXPECT_TRUE(m.take().empty());
+  m.give(WireBytes(MessageBuffers::kMinKept / 2, 'a'));  // too small: freed
+  EXPECT_EQ(m.take().capacity(), WireBytes().capacity());
+  WireBytes too_large;
+  too_large.reserve(MessageBuffers::kMaxKept + 1);
+  m.give(std::move(too_large));
+  EXPECT_EQ(m.take().capacity(), WireBytes().capacity());
+  for (std::size_t i = 0; i < MessageBuffers::kKept + 2; ++i)
+    m.give(WireBytes(MessageBuffers::kMinKept + i, static_cast<char>('a' + i)));
+  for (std::size_t i = MessageBuffers::kKept; i-- > 0;) {  // the first kKept given, the last first
+    const WireBytes b = m.take();
+    ASSERT_EQ(b.size(), MessageBuffers::kMinKept + i);
+    EXPECT_EQ(b.front(), static_cast<char>('a' + i));
+  }
+  EXPECT_TRUE(m.take().empty());
+}
+
 }  // namespace

@@ -321,6 +321,44 @@ class Aggregator {
 
 namespace detail {
 
+/// Byte buffers of large messages (encoded values sent, payloads received), kept for the next ones. A megabyte
+/// allocated and freed per message costs more than the message's copy: glibc hands such blocks back to the
+/// system, and the next one is faulted in again page by page. At most kKept buffers of kMinKept to kMaxKept
+/// bytes of capacity are kept, until the graph is destroyed. Any thread (a short lock, taken only when some
+/// buffer is kept or given back).
+class MessageBuffers {
+ public:
+  static constexpr std::size_t kKept = 4;
+  static constexpr std::size_t kMinKept = std::size_t{64} << 10, kMaxKept = std::size_t{16} << 20;
+
+  MessageBuffers() { kept_.reserve(kKept); }
+  /// A kept buffer, its size and contents as they were given back (the caller clears or resizes it), or an
+  /// empty one.
+  WireBytes take() {
+    // Relaxed: a hint only; a buffer given back meanwhile is merely missed (a new allocation instead).
+    if (count_.load(std::memory_order_relaxed) == 0) return {};
+    std::lock_guard lock(m_);
+    if (kept_.empty()) return {};
+    WireBytes b = std::move(kept_.back());
+    kept_.pop_back();
+    count_.store(kept_.size(), std::memory_order_relaxed);
+    return b;
+  }
+  /// `b` is kept if its capacity is in range and fewer than kKept are kept; else it is freed with `b`.
+  void give(WireBytes&& b) noexcept {
+    if (b.capacity() < kMinKept || b.capacity() > kMaxKept) return;
+    std::lock_guard lock(m_);
+    if (kept_.size() == kKept) return;
+    kept_.push_back(std::move(b));  // no allocation: reserved
+    count_.store(kept_.size(), std::memory_order_relaxed);
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<WireBytes> kept_;
+  std::atomic<std::size_t> count_{0};
+};
+
 /// The distributed side of a graph (src/flow/remote.cpp), present only when the graph runs on several MPI
 /// processes: what a template task needs to reach the owner of a key.
 struct RemoteBase {
@@ -328,6 +366,8 @@ struct RemoteBase {
   int size = 1;                ///< processes of the graph (> 1)
   std::size_t max_header = 0;  ///< largest message header (WireHeader and the keys)
   std::size_t large = 0;       ///< payloads above this travel by rendezvous (send's `done` then matters)
+  /// Outlives the derived class's transport, whose last sends give their buffers back here.
+  MessageBuffers buffers;
   virtual ~RemoteBase() = default;
   /// Sends one message (see flow_wire.hpp) to process `dest`. The header is copied; the payload too, unless
   /// `done` is given and the payload is above `large`: then it is borrowed until `done` runs (on a thread that
@@ -359,6 +399,19 @@ std::span<const std::byte> wire_bytes(const V& v, WireBytes& encoded) {
   }
 }
 
+/// Where wire_bytes encodes a V: a kept buffer of `r` for a value that is encoded (not its own bytes), emptied.
+template <class V>
+WireBytes encode_buffer(RemoteBase& r) {
+  if constexpr (std::is_same_v<V, Void> || std::is_trivially_copyable_v<V>) {
+    (void)r;
+    return {};
+  } else {
+    WireBytes b = r.buffers.take();
+    b.clear();
+    return b;
+  }
+}
+
 /// The messages that carry one value to keys of other processes: the keys of every consumer (template task and
 /// input) owned by one process go there in one message, the value encoded once for all of them (flow_wire.hpp:
 /// a header of several groups). Consumers add their groups (add); send() then sends one message per process. A
@@ -372,6 +425,20 @@ class ScatterBatch {
   /// is sent from it without a copy (one more reference per message, released once sent). Both stay valid
   /// until send() has returned.
   ScatterBatch(RemoteBase& r, const V* v, Shared<V>* hold) : r_(r), v_(v), hold_(hold) {}
+  /// A broadcast of the caller's `value` (valid until send() has returned) whose keys on this process share a
+  /// copy made only if there is such a key (shared()): moved from `value` if it is a non-const rvalue, else
+  /// copied. Keys all elsewhere cost no copy: the value is encoded (or copied, if large) straight from `value`.
+  template <class U>
+    requires std::is_same_v<std::remove_cvref_t<U>, V>
+  ScatterBatch(RemoteBase& r, U&& value)
+      : r_(r), v_(&value), hold_(nullptr), movable_(!std::is_lvalue_reference_v<U> && !std::is_const_v<U>) {
+    static_assert(std::is_copy_constructible_v<V> || (!std::is_lvalue_reference_v<U> && !std::is_const_v<U>),
+                  "weft::flow: a value that cannot be copied is broadcast as an rvalue (std::move)");
+  }
+  ~ScatterBatch() {
+    r_.buffers.give(std::move(encoded_));  // (an encoding that was copied into the messages)
+    if (owns_hold_) hold_->release();
+  }
   ScatterBatch(const ScatterBatch&) = delete;
   ScatterBatch& operator=(const ScatterBatch&) = delete;
 
@@ -412,6 +479,24 @@ class ScatterBatch {
     }
   }
 
+  /// The value, for a delivery by copy on this process.
+  const V& value() const { return *v_; }
+  /// The value's shared copy, for a delivery on this process (the caller takes its own reference; the batch
+  /// holds one meanwhile): the caller's, or (second constructor) made at the first call.
+  Shared<V>* shared() {
+    if (!hold_) {
+      if constexpr (std::is_copy_constructible_v<V>) {
+        // (const_cast: `movable_` says the caller's object is a non-const rvalue)
+        hold_ = movable_ ? new Shared<V>(1, std::move(*const_cast<V*>(v_))) : new Shared<V>(1, *v_);
+      } else {
+        hold_ = new Shared<V>(1, std::move(*const_cast<V*>(v_)));
+      }
+      owns_hold_ = true;
+      v_ = &hold_->value;  // (a value moved from: the messages not yet sent are encoded from the copy)
+    }
+    return hold_;
+  }
+
   /// The value's bytes, already encoded by the caller (wire_bytes into `encoded`): not encoded again.
   void use_encoded(WireBytes&& encoded) {
     encoded_ = std::move(encoded);
@@ -445,7 +530,7 @@ class ScatterBatch {
       else if constexpr (!transferable_v<V>)
         throw std::logic_error("weft::flow: a value that cannot cross processes reached a message");
       else
-        settle(wire_bytes(*v_, encoded_));
+        settle(wire_bytes(*v_, encoded_ = encode_buffer<V>(r_)));
     }
     return payload_;
   }
@@ -454,10 +539,12 @@ class ScatterBatch {
     if constexpr (!std::is_same_v<V, Void>)
       from_hold_ = hold_ && bytes.data() == reinterpret_cast<const std::byte*>(&hold_->value);
     if (bytes.size() > r_.large && !from_hold_) {
-      owned_ = std::make_shared<const WireBytes>(
-          encoded_.empty() ? WireBytes(reinterpret_cast<const char*>(bytes.data()), bytes.size())
-                           : std::move(encoded_));
-      payload_ = std::as_bytes(std::span<const char>(*owned_));
+      if (encoded_.empty()) {  // the value's own bytes: copied into a kept buffer if there is one
+        encoded_ = r_.buffers.take();
+        encoded_.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      }
+      owned_ = std::make_shared<Owned>(r_, std::move(encoded_));
+      payload_ = std::as_bytes(std::span<const char>(owned_->bytes));
     }
     ready_ = true;
   }
@@ -478,10 +565,17 @@ class ScatterBatch {
   RemoteBase& r_;
   const V* v_;
   Shared<V>* hold_;
+  bool movable_ = false, owns_hold_ = false;
   bool ready_ = false, from_hold_ = false;
   std::span<const std::byte> payload_;
   WireBytes encoded_;
-  std::shared_ptr<const WireBytes> owned_;
+  struct Owned {  // bytes borrowed by the messages, given back to the buffers once the last one has been sent
+    RemoteBase& r;
+    WireBytes bytes;
+    Owned(RemoteBase& r_, WireBytes&& b) : r(r_), bytes(std::move(b)) {}
+    ~Owned() { r.buffers.give(std::move(bytes)); }
+  };
+  std::shared_ptr<Owned> owned_;
   std::vector<Message> msgs_;
 };
 
@@ -505,9 +599,9 @@ struct Consumer {
   void (*move)(void* tt, const K& key, V&& v);
   void (*copy)(void* tt, const K& key, const V& v);
   void (*share)(void* tt, const K& key, Shared<V>* s);
-  /// On several processes, a broadcast of s->value (the caller holds a reference) to `keys`: the keys owned here
-  /// are delivered, the others are added to `batch` (one message per owner for all consumers and terminals).
-  void (*scatter)(void* tt, std::span<const K> keys, Shared<V>* s, ScatterBatch<V>& batch);
+  /// On several processes, a broadcast of batch's value to `keys`: the keys owned here are delivered (sharing
+  /// batch.shared()), the others are added to `batch` (one message per owner for all consumers and terminals).
+  void (*scatter)(void* tt, std::span<const K> keys, ScatterBatch<V>& batch);
 };
 
 template <class K, class V>
@@ -620,11 +714,7 @@ class Out {
       no_consumer(e_->name);
     const std::size_t n = nk * cs.size();
     if (e_->remote && nk > 1) [[unlikely]] {  // keys on several processes: grouped by owner
-      struct Hold {  // one shared copy for every consumer; this reference is released on the way out
-        Shared<VS>* s;
-        ~Hold() { s->release(); }
-      } hold{new Shared<VS>(1, std::forward<U>(value))};
-      scatter(keys, nk, hold.s);
+      scatter_value(keys, std::forward<U>(value));
       return;
     }
     if constexpr (cheap_v<VS>) {
@@ -647,11 +737,7 @@ class Out {
     if (n == 0) no_consumer(e_->name);
     if (n > 1) {
       if (e_->remote) {  // several processes: the consumers on one process share one message
-        struct Hold {
-          Shared<VS>* s;
-          ~Hold() { s->release(); }
-        } hold{new Shared<VS>(1, std::forward<U>(value))};
-        scatter(std::array<KS, 1>{key}, 1, hold.s);
+        scatter_value(std::array<KS, 1>{key}, std::forward<U>(value));
         return;
       }
       if constexpr (cheap_v<VS>) {
@@ -679,20 +765,24 @@ class Out {
     }
   }
 
-  /// Several processes: the nk keys go to their owners, one message per owner for every consumer (the
-  /// consumers' scatter takes its own references of s; the caller holds one meanwhile). With `batch`, the
-  /// messages are the caller's to send (a broadcast over several terminals), else they go out here.
+  /// Several processes: the keys go to their owners, one message per owner for every consumer, added to
+  /// `batch` (the caller sends it).
   template <class Keys>
-  void scatter(const Keys& keys, std::size_t nk, Shared<VS>* s, ScatterBatch<VS>* batch = nullptr) const {
+  void scatter(const Keys& keys, ScatterBatch<VS>& batch) const {
     std::vector<KS> ks;
-    ks.reserve(nk);
+    ks.reserve(count_keys(keys));
     for (const auto& k : keys) ks.emplace_back(k);
-    if (batch) {
-      for (const auto& c : e_->consumers) c.scatter(c.tt, ks, s, *batch);
+    for (const auto& c : e_->consumers) c.scatter(c.tt, ks, batch);
+  }
+  /// scatter() of `value` in a batch of its own, sent here.
+  template <class Keys, class U>
+  void scatter_value(const Keys& keys, U&& value) const {
+    if constexpr (std::is_same_v<std::remove_cvref_t<U>, VS>) {
+      ScatterBatch<VS> batch(*e_->remote, std::forward<U>(value));
+      scatter(keys, batch);
+      batch.send();
     } else {
-      ScatterBatch<VS> own(*e_->remote, &s->value, s);
-      for (const auto& c : e_->consumers) c.scatter(c.tt, ks, s, own);
-      own.send();
+      scatter_value(keys, VS(std::forward<U>(value)));  // converted once, as a local send would
     }
   }
 
@@ -706,17 +796,12 @@ class Out {
       no_consumer(e_->name);
   }
   /// This terminal's part of a broadcast over several terminals that share one copy `s` (the caller holds a
-  /// reference until every terminal has had its part): each local delivery takes a reference of its own. On
-  /// several processes the keys of other processes join `batch`, which the caller sends.
+  /// reference until every terminal has had its part): each local delivery takes a reference of its own.
   template <class Keys>
-  void share_many(const Keys& keys, Shared<VS>* s, ScatterBatch<VS>* batch) const {
+  void share_many(const Keys& keys, Shared<VS>* s) const {
     const auto& cs = e_->consumers;
     const std::size_t nk = count_keys(keys);
     if (nk == 0) return;
-    if (batch) [[unlikely]] {  // keys on several processes: one message per owner for all the terminals
-      scatter(keys, nk, s, batch);
-      return;
-    }
     // Relaxed: the caller's reference keeps s alive; each delivery's reference is released by its task, which
     // the delivery (a synchronising hand-over to the worker that runs it) orders after this.
     s->refs.fetch_add(static_cast<std::uint32_t>(nk * cs.size()), std::memory_order_relaxed);
@@ -764,18 +849,16 @@ struct Broadcast {
     constexpr bool one_copy =
         !cheap_v<VS> && (std::is_same_v<typename std::tuple_element_t<Is, std::tuple<O...>>::VS, VS> && ...);
     if constexpr (one_copy) {
-      struct Hold {  // each terminal's deliveries take references of their own; this one goes on the way out
-        Shared<VS>* s;
-        ~Hold() { s->release(); }
-      } hold{new Shared<VS>(1, std::forward<V>(value))};
       // Several processes (every edge of a graph has its remote side): one message per owner of some keys,
       // for all the terminals.
       if (RemoteBase* r = std::get<std::array{Is...}[0]>(out).e_->remote) [[unlikely]] {
-        ScatterBatch<VS> batch(*r, &hold.s->value, hold.s);
-        each(out, [&]<std::size_t K>(const auto& o) { o.share_many(list<K>(lists, o), hold.s, &batch); });
-        batch.send();
+        scatter_all<VS>(*r, lists, out, std::forward<V>(value));
       } else {
-        each(out, [&]<std::size_t K>(const auto& o) { o.share_many(list<K>(lists, o), hold.s, nullptr); });
+        struct Hold {  // each terminal's deliveries take references of their own; this one goes on the way out
+          Shared<VS>* s;
+          ~Hold() { s->release(); }
+        } hold{new Shared<VS>(1, std::forward<V>(value))};
+        each(out, [&]<std::size_t K>(const auto& o) { o.share_many(list<K>(lists, o), hold.s); });
       }
     } else {
       static_assert(
@@ -788,6 +871,17 @@ struct Broadcast {
   }
 
  private:
+  // Every terminal's keys in one batch: the keys of this process share one copy, made only if there is one.
+  template <class VS, class Lists, class U, class... O>
+  static void scatter_all(RemoteBase& r, const Lists& lists, std::tuple<O...>& out, U&& value) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<U>, VS>) {
+      ScatterBatch<VS> batch(r, std::forward<U>(value));
+      each(out, [&]<std::size_t K>(const auto& o) { o.scatter(list<K>(lists, o), batch); });
+      batch.send();
+    } else {
+      scatter_all<VS>(r, lists, out, VS(std::forward<U>(value)));  // converted once
+    }
+  }
   // f.template operator()<K>(terminal Is[K]) for each K.
   template <class... O, class F>
   static void each(std::tuple<O...>& out, F&& f) {

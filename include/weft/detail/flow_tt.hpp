@@ -415,7 +415,7 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       cannot_cross<J>(keys.front());
     } else {
       detail::RemoteBase& remote = *graph_->remote;
-      detail::WireBytes encoded;
+      detail::WireBytes encoded = detail::encode_buffer<V>(remote);
       std::span<const std::byte> payload;
       if constexpr (kData<J>) payload = detail::wire_bytes(*v, encoded);
       if constexpr (detail::Codec<KS>::kind == detail::WireKind::fixed) {
@@ -426,7 +426,8 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
           const detail::WireHeader h{id_, static_cast<std::uint16_t>(J), 1};
           std::memcpy(header, &h, sizeof h);
           detail::Codec<KS>::pack(keys[0], header + sizeof h);
-          remote.send(dest, {header, hsize}, payload, nullptr);
+          remote.send(dest, {header, hsize}, payload, nullptr);  // (copied)
+          remote.buffers.give(std::move(encoded));
           return;
         }
       }
@@ -458,11 +459,10 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     }
   }
 
-  /// A broadcast of `s->value` to `keys` (the caller holds a reference to s): the keys owned here share s, the
-  /// others join `batch`'s message for their owner.
+  /// A broadcast of batch's value to `keys`: the keys owned here share batch.shared() (or get copies of a cheap
+  /// value), the others join `batch`'s message for their owner.
   template <std::size_t J>
-  static void scatter_in(void* self, std::span<const KS> keys, detail::Shared<InV<J>>* s,
-                         detail::ScatterBatch<InV<J>>& batch) {
+  static void scatter_in(void* self, std::span<const KS> keys, detail::ScatterBatch<InV<J>>& batch) {
     TT& tt = *static_cast<TT*>(self);
     const int me = tt.graph_->remote->rank;
     std::vector<std::pair<int, std::uint32_t>> by_owner;  // (owner, index): stable by index within an owner
@@ -480,9 +480,10 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
           if constexpr (!kData<J>) {
             tt.template deliver_here<J>(k, detail::Void{});
           } else if constexpr (detail::cheap_v<InV<J>>) {
-            tt.template deliver_here<J>(k, std::as_const(s->value));
+            tt.template deliver_here<J>(k, batch.value());
           } else {
-            s->refs.fetch_add(1, std::memory_order_relaxed);  // the caller's reference keeps s alive meanwhile
+            detail::Shared<InV<J>>* s = batch.shared();
+            s->refs.fetch_add(1, std::memory_order_relaxed);  // the batch's reference keeps s alive meanwhile
             tt.template deliver_here<J>(k, s);
           }
         }
