@@ -56,7 +56,8 @@
 //       all of them (one termination epoch per fence; no barrier between fences). Each rank may invoke() any key
 //       (the seed travels to the owner); invoke a given key on one rank only. A result computed by a task stays
 //       on the rank that ran it: to give it to every rank's program, use MPI after wait() (e.g. MPI_Bcast from
-//       the owner, whose keymap you know).
+//       the owner, whose keymap you know; with one process weft never initialises MPI, so such a program
+//       initialises it itself or tests MPI_Initialized).
 //     - A value sent to (or invoked on) a key of another rank travels there in one message with the key, and is
 //       delivered there as a local send would be: the receiving task gets a copy of its own (or, for several
 //       keys of that rank, one shared copy). A value for several keys of one rank travels once, in one
@@ -65,7 +66,8 @@
 //       terminals and template tasks its keys belong to. Exception: broadcast<i, j, ...> over terminals of
 //       different value types, or of a small trivially copyable one (16 bytes or less, copied rather than
 //       shared), sends one message per terminal and owner rank.
-//     - What can cross: trivially copyable types as bytes; std::pair / std::tuple of them; any other type that
+//     - What can cross: trivially copyable types as bytes; std::pair / std::tuple of them; a std::vector of a
+//       trivially copyable type (not bool) as its elements' bytes (without cereal too); any other type that
 //       cereal can serialize: std::string, std::vector, std::array, std::map, std::set, std::unordered_map,
 //       std::pair, std::tuple, std::optional, std::variant, std::complex (weft includes cereal's support for
 //       these), user types with a `serialize(Archive&)` member or cereal's other conventions, and other
@@ -74,11 +76,13 @@
 //       rank); with a keymap of the program's own, a send that would cross throws weft::flow::error in the
 //       sender (which ends the job: see Failures).
 //     - Large values (above 8 KiB) move by a non-blocking transfer straight into the storage the receiving tasks
-//       read (trivially copyable values; serialized ones are decoded from a buffer), and are sent without a copy
-//       from a value shared by several tasks; a value the body still holds (sent as an lvalue) is copied once.
-//       A broadcast makes its shared copy on the sending rank only if some of its keys are there: to keys
-//       all on other ranks, the value is encoded (or, large and trivially copyable, copied once) straight from
-//       the caller's value, which stays untouched even when given as an rvalue.
+//       read (trivially copyable values and such vectors; serialized ones are decoded from a buffer), and are
+//       sent without a copy from a value shared by several tasks; a value the body still holds (sent as an
+//       lvalue) is copied once.
+//       A broadcast makes its shared copy on the sending rank only if some of its keys are there (an rvalue
+//       is moved into it): to keys all on other ranks, the value is encoded (or, large and trivially
+//       copyable, copied once) straight from the caller's value, which stays untouched even when given as
+//       an rvalue; so does a send to one key of another rank.
 //       The byte buffers of such messages (a value's encoding, or its copy, and a received payload that is
 //       decoded) are kept for the next ones: up to 4 of 64 KiB to 16 MiB per graph, freed with the graph. A
 //       buffer of a megabyte allocated and freed per message would cost more than the copy: glibc hands it

@@ -389,6 +389,8 @@ std::span<const std::byte> wire_bytes(const V& v, WireBytes& encoded) {
     return {};
   } else if constexpr (std::is_trivially_copyable_v<V>) {
     return std::as_bytes(std::span<const V>(&v, 1));
+  } else if constexpr (contiguous_v<V>) {
+    return Codec<V>::bytes(v);
   } else if constexpr (Codec<V>::kind == WireKind::fixed) {
     encoded.resize(Codec<V>::size);
     Codec<V>::pack(v, reinterpret_cast<std::byte*>(encoded.data()));
@@ -402,7 +404,7 @@ std::span<const std::byte> wire_bytes(const V& v, WireBytes& encoded) {
 /// Where wire_bytes encodes a V: a kept buffer of `r` for a value that is encoded (not its own bytes), emptied.
 template <class V>
 WireBytes encode_buffer(RemoteBase& r) {
-  if constexpr (std::is_same_v<V, Void> || std::is_trivially_copyable_v<V>) {
+  if constexpr (std::is_same_v<V, Void> || std::is_trivially_copyable_v<V> || contiguous_v<V>) {
     (void)r;
     return {};
   } else {
@@ -536,8 +538,8 @@ class ScatterBatch {
   }
   void settle(std::span<const std::byte> bytes) {
     payload_ = bytes;
-    if constexpr (!std::is_same_v<V, Void>)
-      from_hold_ = hold_ && bytes.data() == reinterpret_cast<const std::byte*>(&hold_->value);
+    // The value's own bytes (not an encoding), and the value is the shared copy: borrowed from it.
+    from_hold_ = hold_ && encoded_.empty() && v_ == &hold_->value;
     if (bytes.size() > r_.large && !from_hold_) {
       if (encoded_.empty()) {  // the value's own bytes: copied into a kept buffer if there is one
         encoded_ = r_.buffers.take();

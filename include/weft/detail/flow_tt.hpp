@@ -499,7 +499,8 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
     }
   }
 
-  /// place_remote for input J: a large fixed value goes straight into a shared copy for its keys.
+  /// place_remote for input J: a large fixed value, or vector of fixed elements, goes straight into a shared
+  /// copy for its keys.
   template <std::size_t J>
   std::span<std::byte> place_input(const detail::WireHeader& h, std::size_t size, void*& handle) {
     using V = InV<J>;
@@ -509,6 +510,12 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
         auto* s = new detail::Shared<V>(1, typename detail::Shared<V>::Raw{});  // the message's reference
         handle = s;
         return {reinterpret_cast<std::byte*>(&s->value), sizeof(V)};
+      } else if constexpr (detail::contiguous_v<V>) {
+        using E = typename V::value_type;
+        if (size % sizeof(E) != 0) wrong_message<J>();
+        auto* s = new detail::Shared<V>(1, V(size / sizeof(E)));  // the message's reference
+        handle = s;
+        return std::as_writable_bytes(std::span<E>(s->value));
       }
     }
     (void)h, (void)size, (void)handle;

@@ -5,10 +5,12 @@
 //   - fixed: trivially copyable types as their bytes, std::pair / std::tuple of fixed types element by element
 //     (they are not trivially copyable themselves). No copy beyond MPI's: a large value is received straight
 //     into the storage its tasks read.
-//   - serialized: any other type that cereal can serialize (std containers, strings, and user types with a
-//     `serialize(Archive&)` member or the other cereal conventions), in cereal's portable binary archive. Needs
-//     cereal's headers (Debian: libcereal-dev) when the program is compiled; without them only fixed types
-//     travel.
+//   - serialized: a std::vector of a trivially copyable type (not bool) as its elements' bytes, without cereal:
+//     sent from the vector's own storage when it is a shared copy, and a large one received straight into the
+//     vector its tasks read (as a fixed value is); any other type that cereal can serialize (std containers,
+//     strings, and user types with a `serialize(Archive&)` member or the other cereal conventions), in
+//     cereal's portable binary archive. Cereal's headers (Debian: libcereal-dev) are needed when the program is
+//     compiled; without them only fixed types and such vectors travel.
 // Anything else cannot cross processes (kind none): a send to a key owned by another process is then an error.
 //
 // Messages (one transport message kind per graph; src/flow/remote.cpp dispatches on the header):
@@ -26,10 +28,12 @@
 #include <cstring>
 #include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if __has_include(<cereal/cereal.hpp>) && !defined(WEFT_FLOW_NO_CEREAL)
 #define WEFT_FLOW_CEREAL 1
@@ -120,10 +124,21 @@ template <class T>
 inline constexpr bool cereal_serializable_v = false;
 #endif
 
+/// A std::vector whose elements travel as their bytes (see the top of this file).
+template <class T>
+struct is_contiguous_vector : std::false_type {};
+template <class E>
+struct is_contiguous_vector<std::vector<E>>
+    : std::bool_constant<std::is_trivially_copyable_v<E> && !std::is_same_v<E, bool>> {};
+template <class T>
+inline constexpr bool contiguous_v = is_contiguous_vector<T>::value;
+
 /// How T travels (see the top of this file).
 template <class T>
 constexpr WireKind wire_kind() {
-  if constexpr (is_pair_or_tuple<T>::value) {
+  if constexpr (contiguous_v<T>) {
+    return WireKind::serialized;
+  } else if constexpr (is_pair_or_tuple<T>::value) {
     if (all_fixed(static_cast<T*>(nullptr))) return WireKind::fixed;
   } else if constexpr (std::is_trivially_copyable_v<T>) {
     return WireKind::fixed;
@@ -186,6 +201,25 @@ struct Codec<std::pair<A, B>, WireKind::fixed> {
     alignas(B) unsigned char b[sizeof(B)];
     return ::new (storage) std::pair<A, B>(std::move(*Codec<A>::unpack_to(a, p)),
                                            std::move(*Codec<B>::unpack_to(b, p + Codec<A>::size)));
+  }
+};
+
+template <class T>
+  requires contiguous_v<T>
+struct Codec<T, WireKind::serialized> {
+  static constexpr WireKind kind = WireKind::serialized;
+  using E = typename T::value_type;
+  /// The bytes that travel: the elements', in place.
+  static std::span<const std::byte> bytes(const T& v) { return std::as_bytes(std::span<const E>(v)); }
+  static void append(const T& v, WireBytes& out) {
+    const std::span<const std::byte> b = bytes(v);
+    out.append(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  static T decode(std::span<const std::byte> b) {
+    if (b.size() % sizeof(E) != 0) throw std::length_error("a message that does not match its types");
+    T v(b.size() / sizeof(E));
+    if (!b.empty()) std::memcpy(static_cast<void*>(v.data()), b.data(), b.size());  // (b may be unaligned)
+    return v;
   }
 };
 
