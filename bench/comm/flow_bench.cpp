@@ -5,8 +5,10 @@
 //   - broadcast: rank 0's task i sends one 64 KiB value to key i of two template tasks on rank 1
 //     (broadcast<0, 1>), which both answer rank 0's task i + 1; reported as time per round, against raw MPI's
 //     64 KiB one way plus 8 B back (the value crosses once: one message for both terminals); the same with a
-//     1 MiB std::vector<double> (serialized with cereal: encoded, sent, decoded), against 1 MiB one way plus
-//     8 B back;
+//     1 MiB std::vector<double> (an lvalue: copied once on the sender, received into the vector the tasks
+//     read), against 1 MiB one way plus
+//     8 B back; and a 1 MiB std::vector passed along a chain alternating ranks, moved from task to task (each
+//     takes it by value and sends it as an rvalue), against raw MPI's 1 MiB one way;
 //   - fence: an empty fence() on every rank (the termination detector's two waves and nothing else);
 //   - tree: a binary tree of flow tasks (TTG's Fig. 6 shape: each task sends to its two children) with keys
 //     spread over the ranks by the default keymap, against the same tree with every key on rank 0.
@@ -120,6 +122,23 @@ double flow_hops(weft::Runtime& rt, long hops) {
   step->set_keymap([](const std::int64_t& k) { return static_cast<int>(k % 2); });
   auto g = weft::flow::graph(rt, step);
   const double t = timed_run(g, [&] { g.invoke(0, V{}); }, ran, hops + 1, "chain");
+  return t / static_cast<double>(hops) * 1e6;
+}
+
+// Microseconds per hop of a chain of `hops` keys alternating ranks passing one std::vector on: each task takes it
+// by value and sends it on as an rvalue (moved all the way: the program copies nothing).
+double vector_hops(weft::Runtime& rt, const std::vector<double>& first, long hops) {
+  weft::flow::Edge<std::int64_t, std::vector<double>> e("hop");
+  std::atomic<long> ran{0};
+  auto step = weft::flow::make_tt<std::int64_t>(
+      [&](const std::int64_t& k, std::vector<double> v, auto& out) {
+        ran.fetch_add(1, std::memory_order_relaxed);
+        if (k < hops) weft::flow::send<0>(k + 1, std::move(v), out);
+      },
+      weft::flow::edges(e), weft::flow::edges(e), "step");
+  step->set_keymap([](const std::int64_t& k) { return static_cast<int>(k % 2); });
+  auto g = weft::flow::graph(rt, step);
+  const double t = timed_run(g, [&] { g.invoke(0, first); }, ran, hops + 1, "vector chain");
   return t / static_cast<double>(hops) * 1e6;
 }
 
@@ -261,7 +280,7 @@ int main(int argc, char** argv) {
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
   using Big = std::array<std::byte, 64 * 1024>;
-  std::vector<double> raw8, weft8, raw64, weft64, bcast, raw1m, vbcast, fence, spread, local;
+  std::vector<double> raw8, weft8, raw64, weft64, bcast, raw1m, vhop, vbcast, fence, spread, local;
   const std::vector<double> vec(1 << 17, 1.5);  // 1 MiB
   {
     weft::Runtime rt(options(a.workers));
@@ -274,6 +293,7 @@ int main(int argc, char** argv) {
       weft64.push_back(flow_hops<Big>(rt, a.big_hops));
       bcast.push_back(broadcast_rounds(rt, *big, a.big_hops));
       raw1m.push_back(raw_pingpong(raw, vec.size() * sizeof(double), a.vector_rounds));
+      vhop.push_back(vector_hops(rt, vec, a.vector_rounds));
       vbcast.push_back(broadcast_rounds(rt, vec, a.vector_rounds));
       fence.push_back(empty_fences(rt, a.fences));
       spread.push_back(tree(rt, a.depth, true));
@@ -296,6 +316,8 @@ int main(int argc, char** argv) {
                 mbs(median(weft64)), 100.0 * median(raw64) / median(weft64));
     std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "broadcast 64 KiB to 2 terminals (us)", median(raw64) + median(raw8),
                 median(bcast), median(bcast) / (median(raw64) + median(raw8)));
+    std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "hop, 1 MiB vector, moved (us)", median(raw1m), median(vhop),
+                median(vhop) / median(raw1m));
     std::printf("  %-34s %12.2f %12.2f %7.2fx\n", "broadcast 1 MiB vector to 2 (us)", median(raw1m) + median(raw8),
                 median(vbcast), median(vbcast) / (median(raw1m) + median(raw8)));
     std::printf("  %-34s %12s %12.2f\n", "empty fence (us)", "", median(fence));

@@ -82,7 +82,9 @@
 //       A broadcast makes its shared copy on the sending rank only if some of its keys are there (an rvalue
 //       is moved into it): to keys all on other ranks, the value is encoded (or, large and trivially
 //       copyable, copied once) straight from the caller's value, which stays untouched even when given as
-//       an rvalue; so does a send to one key of another rank.
+//       an rvalue; so does a send to one key of another rank. Exception: an rvalue std::vector of trivially
+//       copyable elements above 8 KiB is moved into a shared copy that MPI sends from (no copy of its
+//       bytes; the caller's vector is left empty).
 //       The byte buffers of such messages (a value's encoding, or its copy, and a received payload that is
 //       decoded) are kept for the next ones: up to 4 of 64 KiB to 16 MiB per graph, freed with the graph. A
 //       buffer of a megabyte allocated and freed per message would cost more than the copy: glibc hands it

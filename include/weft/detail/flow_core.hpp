@@ -429,7 +429,8 @@ class ScatterBatch {
   ScatterBatch(RemoteBase& r, const V* v, Shared<V>* hold) : r_(r), v_(v), hold_(hold) {}
   /// A broadcast of the caller's `value` (valid until send() has returned) whose keys on this process share a
   /// copy made only if there is such a key (shared()): moved from `value` if it is a non-const rvalue, else
-  /// copied. Keys all elsewhere cost no copy: the value is encoded (or copied, if large) straight from `value`.
+  /// copied. Keys all elsewhere cost no copy: the value is encoded (or copied, if large) straight from `value`;
+  /// but an rvalue vector of fixed elements above `large` is moved into the copy, which MPI then sends from.
   template <class U>
     requires std::is_same_v<std::remove_cvref_t<U>, V>
   ScatterBatch(RemoteBase& r, U&& value)
@@ -531,8 +532,13 @@ class ScatterBatch {
         settle({});
       else if constexpr (!transferable_v<V>)
         throw std::logic_error("weft::flow: a value that cannot cross processes reached a message");
-      else
+      else {
+        if constexpr (contiguous_v<V>) {
+          // An rvalue vector of a rendezvous's size: moved into the shared copy, which MPI sends from (no copy).
+          if (movable_ && !hold_ && Codec<V>::bytes(*v_).size() > r_.large) shared();
+        }
         settle(wire_bytes(*v_, encoded_ = encode_buffer<V>(r_)));
+      }
     }
     return payload_;
   }

@@ -452,10 +452,16 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       } release{src};
       send_remote<J>(dest, keys, &src->value, src);
     } else if constexpr (std::is_same_v<std::remove_cvref_t<Src>, V>) {
+      if constexpr (detail::contiguous_v<V> && !std::is_reference_v<Src> && !std::is_const_v<Src>) {
+        // An rvalue vector of a rendezvous's size: moved into a shared copy that MPI sends from (no copy).
+        if (detail::Codec<V>::bytes(src).size() > graph_->remote->large) {
+          send_one<J>(dest, key, new detail::Shared<V>(1, std::move(src)));
+          return;
+        }
+      }
       send_remote<J>(dest, keys, &std::as_const(src), nullptr);
     } else {
-      const V v(std::forward<Src>(src));  // a seed's value of another type: converted as deliver_here would
-      send_remote<J>(dest, keys, &v, nullptr);
+      send_one<J>(dest, key, V(std::forward<Src>(src)));  // a seed's value of another type: converted once
     }
   }
 
