@@ -291,15 +291,11 @@ class Remote final : public RemoteBase {
           if (handle) tt->release_remote(input, handle);
         }
       } held{nullptr, g_.tts[first.tt].get(), first.input};
-      struct Bytes {  // a placed buffer of ours: back to the buffers once delivered
-        RemoteBase& r;
-        WireBytes b;
-        ~Bytes() { r.buffers.give(std::move(b)); }
-      } bytes{*this, {}};
+      MessageBuffers::Lease bytes(buffers, {});  // a placed buffer of ours: kept again once delivered
       if (!placed_.empty() && !m.payload().empty()) {
         if (auto it = placed_.find(m.payload().data()); it != placed_.end()) {
           held.handle = it->second.handle;
-          bytes.b = std::move(it->second.bytes);
+          bytes.bytes = std::move(it->second.bytes);
           placed_.erase(it);
         }
       }

@@ -580,7 +580,8 @@ TEST(Flow, SentTaskRunsOnAnotherWorkerWhileTheSenderComputes) {
 }
 
 // The buffers kept for large messages across processes (flow_core.hpp): only capacities in
-// [kMinKept, kMaxKept], at most kKept of them; a buffer comes back with its bytes, the last given first.
+// [kMinKept, kMaxKept], at most kKept of them; a buffer comes back with its bytes, the last given first; a
+// Lease gives its bytes back when it ends.
 TEST(FlowMessageBuffers, KeepsAFewBuffersOfLargeMessages) {
   using weft::flow::detail::MessageBuffers;
   using weft::flow::detail::WireBytes;
@@ -599,6 +600,9 @@ TEST(FlowMessageBuffers, KeepsAFewBuffersOfLargeMessages) {
     ASSERT_EQ(b.size(), MessageBuffers::kMinKept + i);
     EXPECT_EQ(b.front(), static_cast<char>('a' + i));
   }
+  EXPECT_TRUE(m.take().empty());
+  { const MessageBuffers::Lease lease(m, WireBytes(MessageBuffers::kMinKept, 'z')); }  // given back at its end
+  EXPECT_EQ(m.take(), WireBytes(MessageBuffers::kMinKept, 'z'));
   EXPECT_TRUE(m.take().empty());
 }
 

@@ -352,6 +352,15 @@ class MessageBuffers {
     kept_.push_back(std::move(b));  // no allocation: reserved
     count_.store(kept_.size(), std::memory_order_relaxed);
   }
+  /// Bytes that go back to `owner` (give) when the lease ends.
+  struct Lease {
+    Lease(MessageBuffers& o, WireBytes&& b) noexcept : owner(o), bytes(std::move(b)) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { owner.give(std::move(bytes)); }
+    MessageBuffers& owner;
+    WireBytes bytes;
+  };
 
  private:
   std::mutex m_;
@@ -551,7 +560,7 @@ class ScatterBatch {
         encoded_ = r_.buffers.take();
         encoded_.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
       }
-      owned_ = std::make_shared<Owned>(r_, std::move(encoded_));
+      owned_ = std::make_shared<MessageBuffers::Lease>(r_.buffers, std::move(encoded_));
       payload_ = std::as_bytes(std::span<const char>(owned_->bytes));
     }
     ready_ = true;
@@ -577,13 +586,7 @@ class ScatterBatch {
   bool ready_ = false, from_hold_ = false;
   std::span<const std::byte> payload_;
   WireBytes encoded_;
-  struct Owned {  // bytes borrowed by the messages, given back to the buffers once the last one has been sent
-    RemoteBase& r;
-    WireBytes bytes;
-    Owned(RemoteBase& r_, WireBytes&& b) : r(r_), bytes(std::move(b)) {}
-    ~Owned() { r.buffers.give(std::move(bytes)); }
-  };
-  std::shared_ptr<Owned> owned_;
+  std::shared_ptr<MessageBuffers::Lease> owned_;  // bytes the messages borrow, kept again once all are sent
   std::vector<Message> msgs_;
 };
 
