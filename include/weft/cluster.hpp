@@ -44,7 +44,11 @@
 //   strong accesses, a task's accesses are released when it ends, as weft/tasks.hpp says).
 // * Waits: taskwait() brings the data the children accessed since the previous taskwait() to the waiting rank
 //   (a taskwait_noflush() in between moves nothing and leaves it to this one); taskwait_noflush() only waits;
-//   taskwait_on(x) brings x. The end of rank 0's run brings what its tasks accessed since the last wait of
+//   taskwait_on(x) brings x. A task with a strong out or inout access to a datum may write it itself once a
+//   flushing wait has brought it: from then on its rank alone holds the latest version. Rank 0's program (the
+//   function run() calls, which declares no access) only reads what a wait brought: a write there would not
+//   reach copies on other ranks; write in a task (spawned without weft::offload or weft::node, it runs on rank
+//   0). The end of rank 0's run brings what its tasks accessed since the last wait of
 //   either kind: after run() returns, rank 0's memory holds their latest values, unless the body ended with
 //   taskwait_noflush() (that data stays where it is, for the next run's tasks). Unlike taskwait(), the end of a
 //   run does not catch up across a taskwait_noflush(): what was accessed before the body's last wait, and not
@@ -113,7 +117,8 @@ struct Distribution {
 };
 
 /// Memory at the same virtual address on every process of the cluster (page-aligned), for data that tasks on
-/// several ranks access. Called by rank 0 (inside or outside run()); its contents are defined only through tasks'
+/// several ranks access. Called by rank 0 (inside or outside run()); its contents are not cleared (a block handed
+/// out again after dfree keeps what it held) and are defined only through tasks'
 /// accesses (initialise it with tasks: data rank 0's program writes directly is held by rank 0, and the locality
 /// policy then runs the tasks on it there, whatever the distribution). Throws std::bad_alloc when the reservation (Options::cluster_memory) is
 /// exhausted, std::logic_error on another rank, or in a job of several processes without a cluster Runtime.
@@ -142,7 +147,9 @@ T* lmalloc(std::size_t count) {
 void lfree(void* p);
 
 /// An exception thrown by a task on another process, rethrown where the task was spawned. what() is
-/// "rank R: " followed by the original exception's what().
+/// "rank R: " followed by the original exception's what() (or by "an exception that is not a std::exception").
+/// From a task nested in offloaded tasks, each rank on the way adds its prefix: "rank 1: rank 2: <what>" is what a
+/// task on rank 2 threw, reaching its ancestor on rank 1 and then this rank; rank() is then 1.
 class remote_error : public std::runtime_error {
  public:
   remote_error(int rank, const std::string& what)

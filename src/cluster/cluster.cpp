@@ -1833,13 +1833,25 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
       flushes.fetch_add(1, std::memory_order_relaxed);
     }
   };
+  // The task's own strong writes (out, inout) of the data this wait brings: its body may write them from now
+  // on, after its children, so once they are here it makes their next version, here only (as gather_data says
+  // when a writer starts). Without it the children's ranks would keep counting as holders of the latest
+  // version, and a later reader there would read the bytes from before that write.
+  std::vector<ClusterAccess*> written;
+  auto writable = [](const ClusterAccess& a) { return writes(a.mode) && !is_weak_mode(a.mode); };
   {
     std::lock_guard<std::mutex> g(in_m_);
     if (address) {  // taskwait_on(x): x, whether or not a child touched it since the last wait
       for (std::uint32_t i = 0; i < c.n_acc; ++i)
-        if (c.acc[i].address == address) bring(address, &c.acc[i].loc, c.acc[i].bytes);
+        if (c.acc[i].address == address) {
+          bring(address, &c.acc[i].loc, c.acc[i].bytes);
+          if (writable(c.acc[i])) written.push_back(&c.acc[i]);
+        }
       if (auto it = c.cells.find(address); it != c.cells.end()) bring(address, &it->second->loc, it->second->bytes);
     } else {
+      if (flush)  // what a child accessed since the last flushing wait (the loop below brings exactly those)
+        for (std::uint32_t i = 0; i < c.n_acc; ++i)
+          if (c.acc[i].touched.listed && writable(c.acc[i])) written.push_back(&c.acc[i]);
       // taskwait: what the children accessed since the last taskwait (a taskwait_noflush in between moves
       // nothing); the end of rank 0's run: since the last wait of either kind (a body that ends with
       // taskwait_noflush leaves its data where it is), and the next run starts afresh. taskwait_noflush: the
@@ -1852,12 +1864,20 @@ void Cluster::after_wait(Worker& w, Task* t, const void* address, bool flush) {
       if (flush) c.touched.clear();
     }
   }
-  if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) return;
-  const auto start = std::chrono::steady_clock::now();
-  wait_until(w, [&] { return pending.load(std::memory_order_acquire) == 0; });
-  flush_wait_ns.fetch_add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::steady_clock::now() - start).count()),
-                          std::memory_order_relaxed);
+  if (pending.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+    const auto start = std::chrono::steady_clock::now();
+    wait_until(w, [&] { return pending.load(std::memory_order_acquire) == 0; });
+    flush_wait_ns.fetch_add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - start).count()),
+                            std::memory_order_relaxed);
+  }
+  if (written.empty()) return;
+  std::lock_guard<std::mutex> g(in_m_);
+  for (ClusterAccess* a : written) {  // every transfer of them here has arrived (the wait above)
+    const Version next = load(a->loc).version + 1;
+    store(a->loc, {only(rank), next});
+    local_version_[a->address] = next;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -322,7 +322,7 @@ class RequestPoller final : public wd::Engine::Service {
 };
 
 void check(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw error(std::string("weft::mpi: ") + call + " failed: " + mpi_error_text(rc));
+  if (rc != MPI_SUCCESS) throw error(std::string("weft: ") + call + " failed: " + mpi_error_text(rc));
 }
 
 // The calling task's poller (and the check that MPI runs at a level weft can use).
@@ -435,7 +435,7 @@ Stats stats() noexcept {
 namespace detail {
 int checked_count(std::size_t n) {
   if (n > static_cast<std::size_t>(INT_MAX))
-    throw error("weft::mpi: " + std::to_string(n) + " elements do not fit an MPI count (at most INT_MAX)");
+    throw error("weft: " + std::to_string(n) + " elements do not fit an MPI count (at most INT_MAX)");
   return static_cast<int>(n);
 }
 

@@ -888,6 +888,58 @@ TEST(Cluster, TaskwaitAfterNoflushBringsWhatItLeft) {
   });
 }
 
+// A task with a strong write access may write its datum itself once a wait has brought its children's version:
+// that write makes the next version, on the task's rank only. Every placement of the parent, its child and a
+// later reader, with taskwait() and taskwait_on(x), and a child that reads instead of writing: each reader must
+// see the parent's write (the children's ranks kept counting as holders of the latest version before).
+TEST(Cluster, ParentWritesAfterItsChildren) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  struct Case {
+    long* x;
+    long* seen;  // per reader rank
+    int parent, child;
+    bool child_writes, wait_on;
+  };
+  std::vector<Case> cases;
+  rt.run([&](weft::Context& cx) {
+    for (int parent = 0; parent < nodes; ++parent)
+      for (int child = 0; child < nodes; ++child)
+        for (int variant = 0; variant < 3; ++variant) {
+          Case k{weft::dmalloc<long>(1), weft::dmalloc<long>(nodes), parent, child, variant != 2, variant == 1};
+          long* x = k.x;
+          cx.spawn([x] { x[0] = 1; }, weft::out(x, 1), weft::node(child));
+          const bool writes = k.child_writes, on = k.wait_on;
+          cx.spawn(
+              [x, child, writes, on](weft::Context& c) {
+                if (writes)
+                  c.spawn([x] { x[0] += 10; }, weft::inout(x, 1), weft::node(child));
+                else
+                  c.spawn([x] { if (x[0] != 1) throw std::runtime_error("the child read a wrong value"); },
+                          weft::in(x, 1), weft::node(child));
+                if (on)
+                  c.taskwait_on(static_cast<const void*>(x));
+                else
+                  c.taskwait();
+                x[0] += 100;
+              },
+              weft::inout(x, 1), weft::node(parent));
+          for (int r = 0; r < nodes; ++r) {
+            long* slot = k.seen + r;
+            cx.spawn([x, slot] { *slot = x[0]; }, weft::in(x, 1), weft::out(slot, 1), weft::node(r));
+          }
+          cases.push_back(k);
+        }
+  });
+  if (weft::node_id() != 0) return;
+  for (const Case& k : cases)
+    for (int r = 0; r < nodes; ++r)
+      EXPECT_EQ(k.seen[r], k.child_writes ? 111 : 101)
+          << "parent on rank " << k.parent << ", child on rank " << k.child << (k.child_writes ? " writing" : " reading")
+          << (k.wait_on ? ", taskwait_on" : ", taskwait") << ": the reader on rank " << r
+          << " did not see the parent's write after its wait";
+}
+
 TEST(Cluster, Refusals) {
   weft::Runtime rt(cluster_options());
   const int nodes = weft::num_nodes();
