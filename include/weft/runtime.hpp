@@ -159,7 +159,8 @@ struct Options {
   ///  * A run (Runtime::run; one process or several) in which, for this long, every worker waits for work while
   ///    the run has not ended ends the process with status 1 and a line saying what the run's function waits
   ///    for (its unfinished tasks, the completion events not fulfilled): nothing is left to run, so the run waits
-  ///    for a weft::Event that nothing fulfils, or for something outside weft. A task that runs for long does not
+  ///    for a weft::Event that nothing fulfils, for something outside weft, or for a task with weak accesses
+  ///    that waits inside a wait for its own weak predecessor (README, Known limits). A task that runs for long does not
   ///    count (its worker is not waiting); an event that a foreign thread fulfils later than this, while no task
   ///    runs, does: set it above the longest such wait. Not during the fences and runs below, which watch
   ///    themselves (nor while weft/mpi.hpp requests are in flight).

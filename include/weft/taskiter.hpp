@@ -101,9 +101,14 @@
 //   whose receives and sends are recorded tasks is discovered once and posts fresh requests every iteration.
 //   The body itself refuses them (weft::taskiter_error: its spawns have not run yet).
 // * weft::taskiter_iteration(cx) tells a recorded task (or a task nested in one) which iteration it runs.
-// * Exceptions: an exception escaping a recorded task (or cond) stops the loop: no later instance is released
-//   and no task body of a later instance runs (instances already released finish without running their
-//   bodies; a taskiter_while stops at its next check), so the loop ends at once, whatever its trip count. The exception then propagates as for a child of the taskiter task: it is rethrown by its
+// * Exceptions: an exception escaping a recorded task (or cond) stops the loop: from the moment weft catches it
+//   (when it leaves the body), no instance is released and no instance's body starts (instances already
+//   released finish without running their bodies; a taskiter_while stops at its next check), so the loop ends
+//   at once, whatever its trip count. Bodies running on other workers meanwhile finish, and their chains may
+//   release a few more instances in the microseconds the exception takes to leave the body. Instances of
+//   independent chains run in any order: on one worker, a chain that does not depend on the failing one may
+//   run all its iterations before the failing instance runs. The exception then propagates as for a child of
+//   the taskiter task: it is rethrown by its
 //   parent's next taskwait, or out of Runtime::run. An exception escaping the body during recording or update
 //   propagates the same way (tasks of the first iteration spawned before it may have run, as children of a task
 //   that throws may; the others skip their bodies).

@@ -28,9 +28,13 @@
 // * A task's accesses are released when its body has returned and all its children have finished. (On a
 //   cluster of several processes, weft/cluster.hpp, a weak access is released on its own, when the body has
 //   returned and the children on that datum have finished.)
-//   Children should access only data their parent declared (strongly or weakly); other data is not ordered
-//   with the parent's siblings.
-// * Several accesses of one task to the same datum merge into the strongest (e.g. in + out = inout).
+//   Children should access only data their parent declared (strongly or weakly), and no more strongly (a
+//   child writing what its parent only reads races with the parent's sibling readers); neither is checked,
+//   and other data is not ordered with the parent's siblings.
+// * Several accesses of one task to the same datum merge into one: the same mode twice stays that mode; two
+//   weak ones give weak_in if both only read, else weak_inout; any other pair gives in if both only read
+//   (in, weak_in), else inout (so in + out, in + inoutset and commutative + inoutset are inout, weak_in + in
+//   is in). A reduction must be a task's only access to its datum (std::invalid_argument).
 // * The body is any callable taking () or (weft::Context&); it is moved into the task, so by-value captures
 //   behave like firstprivate. The Context& argument spawns the task's own children.
 // * priority(p): a worker takes its highest-priority ready task first (default 0; larger runs earlier), the

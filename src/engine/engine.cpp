@@ -1156,8 +1156,9 @@ void Engine::watchdog_fire() {
   }
   std::fprintf(stderr,
                "weft: watchdog: no worker has had a task to run for %g s (Options::watchdog_seconds, "
-               "WEFT_WATCHDOG) and %s. The run waits for an Event that nothing fulfils, or for something outside "
-               "weft: ending the process.\n",
+               "WEFT_WATCHDOG) and %s. The run waits for an Event that nothing fulfils, for something outside "
+               "weft, or for a task with weak accesses that waits (taskwait, or throttling at max_tasks children) "
+               "inside a wait for its own weak predecessor (README, Known limits): ending the process.\n",
                options.watchdog_seconds, what.c_str());
   std::fflush(stderr);
   std::_Exit(1);

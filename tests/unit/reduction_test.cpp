@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <weft/weft.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -33,6 +34,26 @@ T reduce_n(weft::Runtime& rt, T init, const Op& op, int n, F f) {
     cx.taskwait();
   });
   return x;
+}
+
+// One task may reduce several objects, each with its own operator; groups on both are formed and combined.
+TEST_P(Reduction, SeveralReductionsInOneTask) {
+  weft::Runtime rt(opts(GetParam()));
+  const int n = static_cast<int>(scaled(300, 30));
+  long long s = 1;
+  int m = 1000;
+  rt.run([&](weft::Context& cx) {
+    for (int i = 0; i < n; ++i)
+      cx.spawn(
+          [&s, &m, i](weft::Context& t) {
+            t.local(s) += i;
+            t.local(m) = std::min(t.local(m), (i * 37) % 101 + 5);
+          },
+          weft::reduction(s, weft::sum), weft::reduction(m, weft::minimum));
+    cx.taskwait();
+  });
+  EXPECT_EQ(s, 1 + static_cast<long long>(n) * (n - 1) / 2);
+  EXPECT_EQ(m, 5);
 }
 
 TEST_P(Reduction, BuiltinOperators) {
