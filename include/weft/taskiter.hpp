@@ -37,7 +37,8 @@
 //                         swapped on odd and even iterations). n need not be a multiple of k.
 //   weft::update          the body runs again for every iteration (with that iteration's index) to refresh
 //                         the captured values of the recorded tasks: it must spawn the same number of tasks
-//                         with the same accesses, in the same order, or the loop stops with
+//                         with the same accesses (the same start addresses and modes, in the same order; a
+//                         region's size is not compared: a datum is its start address), or the loop stops with
 //                         weft::taskiter_error naming the first difference (after the iterations before it,
 //                         which run to the end). Priorities and labels are refreshed too. No barrier: as a
 //                         loop that spawns its tasks runs ahead of them, the body runs for iteration i while

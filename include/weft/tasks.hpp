@@ -24,7 +24,9 @@
 //                  see "Reductions" below.
 // * A datum is named by its start address: in(x) names the object x, in(p, n) the region of n elements at p.
 //   Two accesses conflict iff they name the same start address; overlapping regions with different starts are
-//   NOT ordered (name array blocks by their first element, as OpenMP does).
+//   NOT ordered (name array blocks by their first element, as OpenMP does). On one process the size plays no
+//   part (it is what moves between processes in a cluster): in(p, 0) and a null address are datums like any
+//   other, named by that address.
 // * A task's accesses are released when its body has returned and all its children have finished. (On a
 //   cluster of several processes, weft/cluster.hpp, a weak access is released on its own, when the body has
 //   returned and the children on that datum have finished.)
