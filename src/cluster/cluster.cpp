@@ -2493,7 +2493,9 @@ std::string Cluster::view() {
   return "weft: rank " + std::to_string(rank) + ": cluster watchdog view: run " + std::to_string(run_.load()) +
          (running_.load() ? " (running)" : " (between runs)") + ", tasks offloaded from here not done " +
          std::to_string(off - done) + ", tasks received here not done " + std::to_string(rec - fin) + " (" +
-         std::to_string(waiting) + " waiting for predecessors, " + std::to_string(early_links) +
+         std::to_string(waiting) + " waiting for predecessors, " +
+         std::to_string(rec - fin >= waiting ? rec - fin - waiting : 0) +
+         " waiting for data, ready or running, " + std::to_string(early_links) +
          " link satisfy message(s) kept for tasks still to come)" +
          ", data awaited here " + std::to_string(awaited) + ", transport operations outstanding " +
          std::to_string(transport.outstanding()) + data;

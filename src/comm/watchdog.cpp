@@ -44,7 +44,10 @@ void WatchdogViews::fire(const std::string& what) {
       if (++n_silent <= 16) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
     }
   if (n_silent > 16) silent += ", ... (" + std::to_string(n_silent) + " in all)";
-  if (n_silent == 0) abort_job(what + "; the views of the other ranks are printed above (every rank answered)");
+  if (n_silent == 0)
+    abort_job(what + "; the views of the other ranks are printed above (every rank answered: where a view "
+                     "shows unfinished tasks that wait neither for messages nor for predecessors, a task does "
+                     "not return or waits outside weft)");
   abort_job(what + "; the views of the ranks that answered are printed above; no answer within a second from " +
             "rank(s) " + silent +
             " (a task that never returns on a rank with no other worker to poll, a wait outside weft, or a rank "

@@ -172,7 +172,7 @@ elseif(MODE MATCHES "watchdog")
     endif()
   else()
     set(lines "weft: rank 0: ${view}" "weft: rank 1: ${view}"
-              "${last} other ranks are printed above \\(every rank answered\\)")
+              "${last} other ranks are printed above \\(every rank answered: ")
   endif()
   foreach(line ${lines})
     if(NOT err MATCHES "${line}")
