@@ -416,6 +416,27 @@ TEST_P(FlowWorkers, BroadcastToNoKeyNeedsNoConsumer) {
   EXPECT_EQ(ran.load(), 2);
 }
 
+// A broadcast to no key leaves an rvalue as it was, over one terminal or several (nothing takes it).
+TEST_P(FlowWorkers, BroadcastToNoKeyLeavesAnRvalue) {
+  wf::Edge<int, std::string> a("a"), b("b");
+  std::atomic<int> kept{0};
+  auto src = wf::make_tt<int>(
+      [&](const int&, auto& out) {
+        std::string v(100, 'v');  // beyond the small-string buffer: a move would take it
+        wf::broadcast<0, 1>(std::make_tuple(std::vector<int>{}, std::vector<int>{}), std::move(v), out);
+        if (v.size() == 100) ++kept;
+        wf::broadcast<0>(std::vector<int>{}, std::move(v), out);
+        if (v.size() == 100) ++kept;
+      },
+      wf::edges(wf::Edge<int, void>()), wf::edges(a, b), "src");
+  auto sa = wf::make_tt<int>([](const int&, const std::string&) {}, wf::edges(a), wf::edges(), "sa");
+  auto sb = wf::make_tt<int>([](const int&, const std::string&) {}, wf::edges(b), wf::edges(), "sb");
+  auto g = wf::graph(rt, src);
+  g.invoke(0);
+  g.wait();
+  EXPECT_EQ(kept.load(), 2);
+}
+
 // One terminal without a consumer: nothing is sent on any terminal (the error comes before the first delivery).
 TEST_P(FlowWorkers, BroadcastToSeveralTerminalsChecksEveryConsumerFirst) {
   wf::Edge<int, std::string> used("used"), nowhere("nowhere");

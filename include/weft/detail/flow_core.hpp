@@ -865,6 +865,9 @@ struct Broadcast {
       if (RemoteBase* r = std::get<std::array{Is...}[0]>(out).e_->remote) [[unlikely]] {
         scatter_all<VS>(*r, lists, out, std::forward<V>(value));
       } else {
+        std::size_t keys = 0;  // none: nothing is sent, and an rvalue is left as it was (as broadcast<i> leaves it)
+        each(out, [&]<std::size_t K>(const auto& o) { keys += o.count_keys(list<K>(lists, o)); });
+        if (keys == 0) return;
         struct Hold {  // each terminal's deliveries take references of their own; this one goes on the way out
           Shared<VS>* s;
           ~Hold() { s->release(); }
