@@ -937,18 +937,24 @@ template <class R, class C, class... A>
 struct member_params<R (C::*)(A...) const&> : known_params<A...> {};
 
 /// Parameter types of F: its call operator, or the instantiation of a call operator template whose only template
-/// parameter is the `auto& out` parameter (as in `[](const int& k, double x, auto& out)`), or a function.
-template <class F, class OutT, class = void>
+/// parameter is the `auto& out` parameter (as in `[](const int& k, double x, auto& out)`), or a function. Args:
+/// the key and input arguments (lvalue references) the body is called with before `out`. The call operator
+/// template is instantiated for OutT only if F can be called with Args then an OutT: a lambda whose one `auto`
+/// parameter is an input (`[](const int& k, auto v)`, no output) is not taken for one whose `auto` is `out`
+/// (an instantiation with OutT would compile its body with `out` in place of the value).
+template <class F, class OutT, class Args, class = void>
 struct body_params {
   static constexpr bool known = false;
 };
-template <class F, class OutT>
-struct body_params<F, OutT, std::void_t<decltype(&F::operator())>> : member_params<decltype(&F::operator())> {};
-template <class F, class OutT>
-  requires(!requires { &F::operator(); }) && requires { &F::template operator()<OutT>; }
-struct body_params<F, OutT, void> : member_params<decltype(&F::template operator()<OutT>)> {};
-template <class R, class... A, class OutT>
-struct body_params<R (*)(A...), OutT, void> {
+template <class F, class OutT, class Args>
+struct body_params<F, OutT, Args, std::void_t<decltype(&F::operator())>>
+    : member_params<decltype(&F::operator())> {};
+template <class F, class OutT, class... A>
+  requires(!requires { &F::operator(); }) && std::is_invocable_v<F&, A&..., OutT&> &&
+          requires { &F::template operator()<OutT>; }
+struct body_params<F, OutT, std::tuple<A...>, void> : member_params<decltype(&F::template operator()<OutT>)> {};
+template <class R, class... A, class OutT, class Args>
+struct body_params<R (*)(A...), OutT, Args, void> {
   static constexpr bool known = true;
   using type = std::tuple<A...>;
 };

@@ -186,7 +186,20 @@ class TT<Key, Body, std::tuple<In...>, std::tuple<Out...>> final : public detail
       return (std::size_t{0} + ... + (kData<I> ? 1 : 0));
     }(std::make_index_sequence<J>{});
   }
-  using Params = detail::body_params<Body, out_type>;
+  // The arguments before `out`, as lvalues (they bind to every documented parameter form but V&&), for
+  // body_params' test of a generic body.
+  template <std::size_t J>
+  using ProbeArg = std::conditional_t<
+      !kData<J>, std::tuple<>,
+      std::tuple<std::conditional_t<kAgg<J>, const Aggregator<InV<J>>&, InV<J>&>>>;
+  template <class Seq>
+  struct Probe;
+  template <std::size_t... J>
+  struct Probe<std::index_sequence<J...>> {
+    using type = decltype(std::tuple_cat(
+        std::declval<std::conditional_t<kHasKey, std::tuple<const KS&>, std::tuple<>>>(), std::declval<ProbeArg<J>>()...));
+  };
+  using Params = detail::body_params<Body, out_type, typename Probe<std::index_sequence_for<In...>>::type>;
   template <std::size_t J>
   static constexpr detail::Pass pass() {
     constexpr std::size_t p = (kHasKey ? 1 : 0) + data_index<J>();
