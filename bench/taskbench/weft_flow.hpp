@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <string>
 #include <type_traits>
@@ -246,12 +247,34 @@ struct ThreadState {
   }
 };
 
-ThreadState& thread_state(const Bench& b) {
-  thread_local ThreadState s;
-  if (!s.ready) [[unlikely]]
-    s.init(b);
-  return s;
-}
+/// The ThreadState of a running body: one per nesting depth on its thread, because a send may run other bodies
+/// of the graph before it returns (throttling, WEFT_MAX_TASKS), which must not take the state that the sending
+/// body is still iterating over (its consumer lists).
+class StateScope {
+ public:
+  explicit StateScope(const Bench& b) {
+    Stack& st = stack();
+    if (st.depth == st.states.size()) st.states.emplace_back();  // a deque: the states never move
+    s_ = &st.states[st.depth++];
+    if (!s_->ready) [[unlikely]]
+      s_->init(b);
+  }
+  ~StateScope() { --stack().depth; }
+  StateScope(const StateScope&) = delete;
+  StateScope& operator=(const StateScope&) = delete;
+  ThreadState& state() const { return *s_; }
+
+ private:
+  struct Stack {
+    std::deque<ThreadState> states;
+    std::size_t depth = 0;
+  };
+  static Stack& stack() {
+    thread_local Stack st;
+    return st;
+  }
+  ThreadState* s_;
+};
 
 bool live(const taskbench::TaskGraph& g, long t, long point) {
   const long o = g.offset_at_timestep(t);
@@ -331,7 +354,8 @@ int run(taskbench::App& app, const Job& job, const Fault& fault) {
   weft::flow::Edge<PointKey, V> to_single("one input"), to_multi("inputs");
   auto point1 = weft::flow::make_tt<PointKey>(
       [b](const PointKey& k, const V& in, auto& out) {
-        ThreadState& s = thread_state(*b);
+        const StateScope scope(*b);
+        ThreadState& s = scope.state();
         const std::size_t n = in.producer() >= 0 ? 1 : 0;  // a start token carries no input
         s.inputs.assign(1, in.data());
         s.sizes.assign(1, in.bytes());
@@ -340,7 +364,8 @@ int run(taskbench::App& app, const Job& job, const Fault& fault) {
       weft::flow::edges(to_single), weft::flow::edges(to_single, to_multi), "point1");
   auto point = weft::flow::make_tt<PointKey>(
       [b](const PointKey& k, const Aggregator<V>& in, auto& out) {
-        ThreadState& s = thread_state(*b);
+        const StateScope scope(*b);
+        ThreadState& s = scope.state();
         const taskbench::TaskGraph& g = (*b->graphs)[static_cast<std::size_t>(k.graph)];
         // Place the values by producer, in inputs_of order (they arrive in any order).
         g.inputs_of(k.t, k.point, s.points);

@@ -108,8 +108,10 @@
 // * Throttling (bounded memory, as for dependency tasks): a send that makes a task ready while the graph already
 //   has Options::max_tasks (WEFT_MAX_TASKS) ready or running tasks first runs queued tasks of the graph, until
 //   half as many remain or none is queued; so a task sending many ready tasks and then its own continuation
-//   cannot run ahead of them without bound. A send may therefore run other task bodies before it returns: do not
-//   hold a lock across send() that another task of the graph takes.
+//   cannot run ahead of them without bound. A send may therefore run other task bodies before it returns, on
+//   the same thread (as a task construct may in OpenMP): do not hold a lock across send() that another task of
+//   the graph takes, and do not rely on per-thread state (a thread_local scratch buffer, say) staying as it was
+//   across a send: a body run inside it may use the same state.
 //
 // Template task members
 // ---------------------
