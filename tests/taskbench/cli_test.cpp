@@ -136,6 +136,7 @@ TEST(Flags, BadFlagsExit2WithAMessage) {
   expect_usage_error(kSerial, "-type stencil_1d -period 2", "-period applies only to -type spread");
   expect_usage_error(kSerial, "-type stencil_1d_periodic -width 2", "-type stencil_1d_periodic needs -width >= 3");
   expect_usage_error(kSerial, "-kernel memory_bound -scratch 0", "-kernel memory_bound needs -scratch >= 16");
+  expect_usage_error(kSerial, "-scratch 7", "-scratch must be 0 or at least 8 (got 7)");
   // The graph that is wrong is named when there are several.
   expect_usage_error(kSerial, "-type stencil_1d -and -type fft -width 1", "graph 1: -type fft needs -width >= 2");
   expect_usage_error(kSerial, "-workers 2", "taskbench-serial runs on one worker");

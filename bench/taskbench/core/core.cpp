@@ -80,7 +80,7 @@ const char* kHelp =
     "                    compute_dgemm memory_daxpy (default empty)%s\n"
     "  -iter N           kernel iterations (>= 0, default 0)\n"
     "  -output N         bytes each task outputs (>= 16, default 16)\n"
-    "  -scratch N        scratch bytes per task (>= 0, default 0)\n"
+    "  -scratch N        scratch bytes per task (0, or >= 8; default 0)\n"
     "  -sample N         samples of the memory kernel (>= 0, default 16)\n"
     "  -imbalance F      load imbalance (0..2, default 0)\n"
     "  -field N          output buffers per point: timestep t writes buffer t mod N, so a point's output is\n"

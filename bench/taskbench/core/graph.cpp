@@ -235,6 +235,9 @@ void TaskGraph::check() const {
       fail("-type spread needs -period <= ceil(width / radix) = " + std::to_string(max_period) + " (got " +
            std::to_string(period) + ")");
   }
+  if (scratch_bytes > 0 && scratch_bytes < 8)
+    fail("-scratch must be 0 or at least 8 (got " + std::to_string(scratch_bytes) +
+         "): a task checks the first 64-bit word of its scratch buffer");
   if (kernel.type == KernelType::memory_bound || kernel.type == KernelType::memory_daxpy) {
     const std::string k = name_of(kernel.type);
     if (kernel.samples <= 0) fail("-kernel " + k + " needs -sample > 0");
