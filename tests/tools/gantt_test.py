@@ -113,6 +113,19 @@ class Gantt(unittest.TestCase):
                              "negative duration")
         self.expect_rejected('{"traceEvents": [7]}', "event 0 is not an object")
 
+    def test_output_names_and_formats(self):
+        r = run(SAMPLE, "-o", self.path("noext"))  # .png added, and said
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("-> " + self.path("noext.png"), r.stdout)
+        png_size(self.path("noext.png"))
+        for args, message in ((["-o", self.path("chart.txt")], "Format 'txt' is not supported"),
+                              (["-o", self.path("huge.png"), "--width", "1000", "--dpi", "1000"], "too large")):
+            r = run(SAMPLE, *args)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("weft-gantt: cannot draw ", r.stderr)
+            self.assertIn(message, r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+
     def test_missing_file(self):
         r = run(self.path("nope.json"), "-o", self.path("x.png"))
         self.assertEqual(r.returncode, 2)

@@ -335,8 +335,9 @@ def parse_args(argv):
         prog="weft-gantt", description="Draw weft traces (WEFT_TRACE=FILE.json) as a Gantt chart (PNG).")
     p.add_argument("trace", nargs="+",
                    help="trace file(s) written by weft (WEFT_TRACE=FILE.json; an MPI job's ranks: FILE.r*.json)")
-    p.add_argument("-o", "--output", help="output image (default: the (first) trace's name with .png, without "
-                   "its rank suffix when several are given)")
+    p.add_argument("-o", "--output", help="output image, in a format matplotlib writes (.png, .svg, .pdf, ...; "
+                   ".png is added to a name without extension; default: the (first) trace's name with .png, "
+                   "without its rank suffix when several are given)")
     p.add_argument("--merge", metavar="FILE.json",
                    help="also write the traces as one trace-event file, a process track per rank")
     p.add_argument("--color-by", choices=("label", "iteration"), default="label",
@@ -361,6 +362,8 @@ def default_output(paths):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     out = args.output or default_output(args.trace)
+    if not os.path.splitext(out)[1]:
+        out += ".png"  # (matplotlib would add it anyway: say the name that is written)
     try:
         traces = load(args.trace)
         spans, rows, labels, processes = collect(traces, args.color_by, args.discovery)
@@ -387,6 +390,9 @@ def main(argv=None):
         return 2
     except OSError as e:
         print(f"weft-gantt: cannot write {out}: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # a format matplotlib does not write, an image too large for it
+        print(f"weft-gantt: cannot draw {out}: {e}", file=sys.stderr)
         return 2
     groups = f" in {processes} processes" if processes > 1 else ""
     merged = f", merged trace -> {args.merge}" if args.merge else ""

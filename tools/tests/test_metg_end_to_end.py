@@ -249,6 +249,10 @@ class EndToEnd(FakeTaskbenchCase):
             (["--systems", "weft", "--baseline", "mpi"], "--baseline mpi is not among"),
             (["--reps", "0"], "--reps"),
             (["--extra", "'unclosed"], "--extra"),
+            (["--extra=-steps 5"], "--extra sets -steps, which metg sets itself: use --steps"),
+            (["--extra=-output 64", "--output", "32"], "--extra sets -output and --output is given too"),
+            (["--peak-tolerance", "200"], "--peak-tolerance 200: must be below 100"),
+            (["--out", ""], "--out is empty"),
         ]
         for args, message in cases:
             r = self.metg(*args, "--dry-run")
@@ -256,7 +260,7 @@ class EndToEnd(FakeTaskbenchCase):
             self.assertIn(message, r.stderr, args)
         r = self.metg("--systems", "starpu")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("none of the requested systems is built", r.stderr)
+        self.assertIn("none of the requested systems can run here (not built in ", r.stderr)
         r = self.metg("--systems", "weft,nosuch")  # a misspelling is an error, not a system to skip
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown system 'nosuch'", r.stderr)

@@ -499,7 +499,8 @@ per system, a line per value). --quick with --vary runs on the largest of its co
                    help="graph width = cores x this (default 1)")
     p.add_argument("--kernel", default=None,
                    help="kernel (default compute_bound; load_imbalance with --imbalance or --vary imbalance)")
-    p.add_argument("--extra", default="", help="more taskbench flags, added to every graph (shell-quoted)")
+    p.add_argument("--extra", default="", help="more taskbench flags, added to every graph (shell-quoted; write "
+                   "--extra='-flag value' with '=', else a value that starts with '-' is taken for an option)")
     p.add_argument("--cores", default=None,
                    help="comma-separated core counts: threads (-workers) or MPI ranks (default: 1 and all cores)")
     p.add_argument("--iters", default=None, help="comma-separated -iter values (overrides the sweep below)")
@@ -572,6 +573,16 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
         if name == "radix" and args.type not in RADIX_TYPES:
             raise UsageError(f"--vary radix: -type {args.type} ignores -radix (it counts for "
                              f"{', '.join(RADIX_TYPES)}: --type nearest for the dependencies per task)")
+    # Flags that metg sets itself from its own options: in --extra they would override them unseen (the table's
+    # header would still name metg's values).
+    own = {"-steps": "--steps", "-width": "--width-per-core", "-type": "--type", "-kernel": "--kernel",
+           "-iter": "--iters / --max-iter", "-workers": "--cores", "-and": "--graphs"}
+    for flag in extra:
+        if flag in own:
+            raise UsageError(f"--extra sets {flag}, which metg sets itself: use {own[flag]}")
+    for flag, option in (("-radix", "radix"), ("-output", "output"), ("-imbalance", "imbalance")):
+        if flag in extra and getattr(args, option) is not None:
+            raise UsageError(f"--extra sets {flag} and --{option} is given too: give one of them")
     pattern = taskbench.Pattern(type=args.type, steps=steps, width_per_core=args.width_per_core,
                                 kernel=kernel, radix=args.radix, graphs=args.graphs or 1, output=args.output,
                                 imbalance=args.imbalance, extra=extra)
@@ -588,6 +599,9 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
                              f"or set --metric")
     if args.percent > 100:
         raise UsageError(f"--percent {args.percent:g}: must be at most 100")
+    if args.peak_tolerance >= 100:
+        raise UsageError(f"--peak-tolerance {args.peak_tolerance:g}: must be below 100 (percentage points "
+                         "below 100% efficiency)")
 
     try:
         mpirun = tuple(shlex.split(args.mpirun))
@@ -650,8 +664,8 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
                 notes.append(f"{s} skipped: it does not run on several processes ({failure})")
                 systems.remove(s)
     if not systems:
-        raise UsageError("none of the requested systems is built in " + bin_dir +
-                         ("" if not notes else " (" + "; ".join(notes) + ")"))
+        raise UsageError("none of the requested systems can run here (" + "; ".join(notes) + ")" if notes else
+                         "none of the requested systems is built in " + bin_dir)
 
     for s in systems:
         skipped = [c for c in cores if not taskbench.runs_on(s, c)]
@@ -675,6 +689,8 @@ def make_config(args: argparse.Namespace) -> tuple[Config, list[str]]:
     elif baseline not in systems:
         raise UsageError(f"--baseline {baseline} is not among the systems measured ({', '.join(systems)})")
 
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out is empty: give a directory (or leave --out out for results/metg-<date>)")
     if args.out:
         out_dir = os.path.abspath(args.out)
         if os.path.exists(out_dir) and not os.path.isdir(out_dir):
