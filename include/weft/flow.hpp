@@ -22,12 +22,14 @@
 // * The body is called as body(key, inputs..., out):
 //     - `const Key&` first (omitted for a void key);
 //     - one parameter per input edge that carries data, in edge order: `const V&` reads the value without a copy,
-//       `V` (by value) or `V&` gives the task a value of its own (a copy only when the value is shared, see
-//       below), `const weft::flow::Aggregator<V>&` for an aggregator input; nothing for a control edge;
+//       `V` (by value), `V&` or `V&&` gives the task a value of its own (a copy only when the value is shared,
+//       see below), `const weft::flow::Aggregator<V>&` for an aggregator input; nothing for a control edge;
 //     - `auto& out` last: the output terminals, used by send<i>(key, value, out) and friends (optional when the
 //       template task has no output edge).
 //   Write the data parameters' types out (as above): for a lambda whose data parameters are themselves `auto`,
-//   every input is passed as an rvalue of a value of the task's own.
+//   every input is passed as an rvalue of a value of the task's own. A lambda whose only `auto` parameter is
+//   `out` has its data parameters' types read from it; `[](const Key& k, auto v)` (no out, no output edge) takes
+//   v as a value of its own.
 // * Data ownership: a value sent to exactly one task is moved to it if sent as an rvalue (std::move), copied
 //   once if sent as an lvalue. A value sent to several tasks (an edge with several consuming template tasks, or
 //   broadcast to several keys, or to the keys of several edges of one value type) is stored once, read-only and
@@ -53,8 +55,11 @@
 //   answer, by default Hash<Key>(k) % N (num_processes() / process_id() tell a keymap the job's shape).
 //     - Every rank builds the same graphs in the same order: graph() is collective and refuses ranks whose graphs
 //       differ. fence() and wait() are collective: they return on every rank once the graph has terminated on
-//       all of them (one termination epoch per fence; no barrier between fences). Each rank may invoke() any key
-//       (the seed travels to the owner); invoke a given key on one rank only. A result computed by a task stays
+//       all of them (one termination epoch per fence; no barrier between fences). A rank that makes a graph the
+//       others never make, while they wait in a fence of another graph, waits forever, as they do: only
+//       WEFT_WATCHDOG ends such a job (with every rank's view). Each rank may invoke() any key (the seed travels
+//       to the owner); invoke a given key on one rank only: seeding it on every rank seeds it N times (N trees,
+//       an aggregator given N times its values). A result computed by a task stays
 //       on the rank that ran it: to give it to every rank's program, use MPI after wait() (e.g. MPI_Bcast from
 //       the owner, whose keymap you know; with one process weft never initialises MPI, so such a program
 //       initialises it itself or tests MPI_Initialized).
@@ -118,7 +123,8 @@
 // make_tt returns a std::shared_ptr to a weft::flow::TT (declared in weft/detail/flow_tt.hpp), whose public
 // members are:
 //   * tt->invoke(key, v0, v1, ...) seeds the task of `key`: one value per data input, in input order (nothing for
-//     a control input); tt->invoke(v0, ...) for a void key. Every data input is given at once.
+//     a control input); tt->invoke(v0, ...) for a void key. Every data input is given at once. It seeds this
+//     template task only, not the other consumers of its input edges (a send on the edge feeds them all).
 //   * tt->template invoke_input<J>(key, v) seeds input J of the task of `key` only (TTG's in<J>()->send; no v
 //     for a control input; invoke_input<J>(v) for a void key): the task runs once its other inputs have come,
 //     from tasks or other calls. A value given twice to one input of a task is an error, as for sends.
@@ -152,7 +158,9 @@
 //     names the template task, the key and the missing inputs; those tasks are discarded. On several processes
 //     every rank throws when any rank has such tasks, each describing its own.
 //   * fence()/wait() must not be called from inside a task (they would need Runtime::run: std::logic_error).
-//   * A template task belongs to at most one live graph; configure it before the first fence()/wait().
+//   * A template task belongs to at most one live graph; configure it before the first fence()/wait(). (A
+//     priomap set later applies to the tasks made after it; the keymap must not change once a fence has run:
+//     every rank routes each key by it.)
 //
 // Errors
 // ------

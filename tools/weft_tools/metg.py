@@ -387,7 +387,9 @@ def vary_number(name: str):
         if param.kind is float and not math.isfinite(v):
             raise argparse.ArgumentTypeError(f"{name}: '{text}' is not a finite number")
         if v < param.low or (param.high is not None and v > param.high):
-            bounds = (f"{param.low:g}..{param.high:g}" if param.high is not None else f"at least {param.low:g}")
+            def num(x):  # integers in full (1073741824, not 1.07374e+09)
+                return str(x) if param.kind is int else f"{x:g}"
+            bounds = f"{num(param.low)}..{num(param.high)}" if param.high is not None else f"at least {num(param.low)}"
             raise argparse.ArgumentTypeError(f"{name} {text} is out of range ({bounds})")
         return v
     return parse
