@@ -35,8 +35,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <exception>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -252,27 +252,32 @@ struct ThreadState {
 /// body is still iterating over (its consumer lists).
 class StateScope {
  public:
-  explicit StateScope(const Bench& b) {
-    Stack& st = stack();
-    if (st.depth == st.states.size()) st.states.emplace_back();  // a deque: the states never move
-    s_ = &st.states[st.depth++];
+  explicit StateScope(const Bench& b) : st_(stack()) {
+    s_ = st_.depth == 0 ? &st_.first : st_.nested(st_.depth);
+    ++st_.depth;
     if (!s_->ready) [[unlikely]]
       s_->init(b);
   }
-  ~StateScope() { --stack().depth; }
+  ~StateScope() { --st_.depth; }
   StateScope(const StateScope&) = delete;
   StateScope& operator=(const StateScope&) = delete;
   ThreadState& state() const { return *s_; }
 
  private:
   struct Stack {
-    std::deque<ThreadState> states;
+    ThreadState first;  // the usual case: no body runs inside a send
+    std::vector<std::unique_ptr<ThreadState>> deeper;
     std::size_t depth = 0;
+    [[gnu::noinline]] ThreadState* nested(std::size_t d) {
+      while (deeper.size() < d) deeper.push_back(std::make_unique<ThreadState>());
+      return deeper[d - 1].get();
+    }
   };
   static Stack& stack() {
     thread_local Stack st;
     return st;
   }
+  Stack& st_;
   ThreadState* s_;
 };
 
