@@ -458,6 +458,30 @@ TEST_P(FlowWorkers, BroadcastToSeveralTerminalsChecksEveryConsumerFirst) {
   EXPECT_EQ(ran.load(), 0);
 }
 
+// Body parameter forms beyond the usual ones: a generic lambda whose one `auto` parameter is an input (no out, no
+// output edge), which was taken for `out`; `V&&` with `auto& out`; a generic sink with `auto&` for out.
+TEST_P(FlowWorkers, GenericAndRvalueBodyParameters) {
+  wf::Edge<int, std::vector<int>> in("in"), mid("mid");
+  wf::Edge<int, int> small("small");
+  std::atomic<long> total{0};
+  auto first = wf::make_tt<int>(
+      [](const int& k, std::vector<int>&& v, auto& out) {
+        v.push_back(k);
+        wf::send<0>(k, std::move(v), out);
+      },
+      wf::edges(in), wf::edges(mid), "first");
+  auto generic = wf::make_tt<int>([&](const int& k, auto v) { total += static_cast<long>(v.size()) * 10 + k; },
+                                  wf::edges(mid), wf::edges(), "generic");
+  auto sink = wf::make_tt<int>([&](const int&, const int& x, auto&) { total += x * 1000L; }, wf::edges(small),
+                               wf::edges(), "sink");
+  auto g = wf::graph(rt, first, sink);
+  first->invoke(3, std::vector<int>(4));
+  sink->invoke(1, 7);
+  g.wait();
+  EXPECT_EQ(total.load(), 5 * 10 + 3 + 7000);
+  (void)generic;
+}
+
 TEST_P(FlowWorkers, MoveOnlyValues) {
   wf::Edge<int, std::unique_ptr<int>> e;
   std::atomic<int> sum{0};
