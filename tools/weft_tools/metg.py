@@ -351,6 +351,10 @@ class VaryParam:
     axis: str  # x-axis label
     log_x: bool
 
+    def text(self, value) -> str:
+        """A value as written in names and messages (integers in full: 1073741824, not 1.07374e+09)."""
+        return f"{value:g}" if self.kind is float else str(value)
+
 
 # Ranges as taskbench accepts them (bench/taskbench/core/core.cpp), except graphs, which only --graphs bounds.
 VARY_PARAMS = {
@@ -367,7 +371,7 @@ class Vary:
     values: tuple  # increasing, no repeats
 
     def text(self, value) -> str:
-        return f"{value:g}" if self.param.kind is float else str(value)
+        return self.param.text(value)
 
     def dir_name(self, value) -> str:
         return f"{self.param.name}-{self.text(value)}"
@@ -387,9 +391,8 @@ def vary_number(name: str):
         if param.kind is float and not math.isfinite(v):
             raise argparse.ArgumentTypeError(f"{name}: '{text}' is not a finite number")
         if v < param.low or (param.high is not None and v > param.high):
-            def num(x):  # integers in full (1073741824, not 1.07374e+09)
-                return str(x) if param.kind is int else f"{x:g}"
-            bounds = f"{num(param.low)}..{num(param.high)}" if param.high is not None else f"at least {num(param.low)}"
+            bounds = (f"{param.text(param.low)}..{param.text(param.high)}" if param.high is not None
+                      else f"at least {param.text(param.low)}")
             raise argparse.ArgumentTypeError(f"{name} {text} is out of range ({bounds})")
         return v
     return parse

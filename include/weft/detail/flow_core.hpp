@@ -800,11 +800,13 @@ class Out {
   template <std::size_t...>
   friend struct Broadcast;
   /// Throws no_consumer if `keys` is not empty and the edge has no consumer (a broadcast over several terminals
-  /// checks them all before it sends anything).
+  /// checks them all before it sends anything). Returns the number of keys.
   template <class Keys>
-  void require_consumer(const Keys& keys) const {
-    if (e_->consumers.empty() && count_keys(keys) != 0) [[unlikely]]
+  std::size_t require_consumer(const Keys& keys) const {
+    const std::size_t nk = count_keys(keys);
+    if (e_->consumers.empty() && nk != 0) [[unlikely]]
       no_consumer(e_->name);
+    return nk;
   }
   /// This terminal's part of a broadcast over several terminals that share one copy `s` (the caller holds a
   /// reference until every terminal has had its part): each local delivery takes a reference of its own.
@@ -855,7 +857,8 @@ template <std::size_t... Is>
 struct Broadcast {
   template <class Lists, class V, class... O>
   static void run(const Lists& lists, V&& value, std::tuple<O...>& out) {
-    each(out, [&]<std::size_t K>(const auto& o) { o.require_consumer(list<K>(lists, o)); });
+    std::size_t keys = 0;  // over every terminal
+    each(out, [&]<std::size_t K>(const auto& o) { keys += o.require_consumer(list<K>(lists, o)); });
     using VS = typename std::tuple_element_t<std::array{Is...}[0], std::tuple<O...>>::VS;
     constexpr bool one_copy =
         !cheap_v<VS> && (std::is_same_v<typename std::tuple_element_t<Is, std::tuple<O...>>::VS, VS> && ...);
@@ -865,9 +868,7 @@ struct Broadcast {
       if (RemoteBase* r = std::get<std::array{Is...}[0]>(out).e_->remote) [[unlikely]] {
         scatter_all<VS>(*r, lists, out, std::forward<V>(value));
       } else {
-        std::size_t keys = 0;  // none: nothing is sent, and an rvalue is left as it was (as broadcast<i> leaves it)
-        each(out, [&]<std::size_t K>(const auto& o) { keys += o.count_keys(list<K>(lists, o)); });
-        if (keys == 0) return;
+        if (keys == 0) return;  // nothing is sent, and an rvalue is left as it was (as broadcast<i> leaves it)
         struct Hold {  // each terminal's deliveries take references of their own; this one goes on the way out
           Shared<VS>* s;
           ~Hold() { s->release(); }
