@@ -452,8 +452,9 @@ struct label {
 /// capture by reference: a pointer to this process's stack; one that points into the spawning thread's stack is
 /// refused at run time with std::invalid_argument, but the stacks of other threads, e.g. the main thread's
 /// locals captured by a task spawned from a child task, and heap pointers are not detected: such a task fails on
-/// the other process). In a job of one process both clauses change nothing, but weft::node(n) still needs
-/// n < weft::num_nodes() (write weft::node(i % weft::num_nodes()) for a program meant for any job size).
+/// the other process; nor is any pointer in a closure with padding bytes if the compiler cannot clear them, as
+/// Clang 16 cannot: GCC can). In a job of one process both clauses change nothing, but weft::node(n) still
+/// needs n < weft::num_nodes() (write weft::node(i % weft::num_nodes()) for a program meant for any job size).
 struct offload_t {
   explicit constexpr offload_t() = default;
 };
@@ -517,6 +518,7 @@ struct OffloadOps {
   std::size_t size;
   std::size_t align;
   bool inline_stored;                        ///< the closure lies in Task::body (else a pointer to it does)
+  bool no_padding;                           ///< every byte of the stored closure is a member's (or zero)
   void (*invoke)(void* closure, Context& cx);
 };
 struct OffloadSpec {
@@ -637,10 +639,29 @@ constexpr int node_of(const C& c) {
     return -1;
 }
 
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_clear_padding)
+#define WEFT_DETAIL_CLEAR_PADDING 1
+#endif
+#endif
 template <class Fn>
 struct OffloadBody {
+  static constexpr bool kInline = sizeof(Fn) <= kInlineBody && alignof(Fn) <= 16;
   static void invoke(void* closure, Context& cx) { invoke_body(*static_cast<Fn*>(closure), cx); }
-  static constexpr OffloadOps ops{sizeof(Fn), alignof(Fn), sizeof(Fn) <= kInlineBody && alignof(Fn) <= 16, &invoke};
+  /// Zeroes the padding of the closure stored in t (GCC): the cluster reads the closure's words to refuse
+  /// pointers into the spawning stack, and sends its bytes; a padding byte could hold a stale stack address.
+  static Task* clear_padding(Task* t) noexcept {
+#ifdef WEFT_DETAIL_CLEAR_PADDING
+    __builtin_clear_padding(kInline ? InlineBody<Fn>::get(t) : HeapBody<Fn>::get(t));
+#endif
+    return t;
+  }
+#ifdef WEFT_DETAIL_CLEAR_PADDING
+  static constexpr bool kNoPadding = true;
+#else
+  static constexpr bool kNoPadding = std::has_unique_object_representations_v<Fn>;
+#endif
+  static constexpr OffloadOps ops{sizeof(Fn), alignof(Fn), kInline, kNoPadding, &invoke};
 };
 template <class Fn>
 constexpr void check_offloadable() {
@@ -678,7 +699,8 @@ class Context {
       detail::check_offloadable<Fn>();
       (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
       const detail::OffloadSpec spec{&detail::OffloadBody<Fn>::ops, (-1 + ... + (detail::node_of(clauses) + 1))};
-      detail::finish_spawn_offload(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs, spec);
+      detail::Task* t = detail::OffloadBody<Fn>::clear_padding(detail::new_task(*this, std::forward<F>(body)));
+      detail::finish_spawn_offload(*this, t, accesses, n, attrs, spec);
     } else {
       detail::ReductionSpec specs[nr];
       std::size_t k = 0;
@@ -729,7 +751,8 @@ class Context {
       using Fn = std::decay_t<F>;
       detail::check_offloadable<Fn>();
       const detail::OffloadSpec spec{&detail::OffloadBody<Fn>::ops, (-1 + ... + (detail::node_of(clauses) + 1))};
-      detail::finish_spawn_offload(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs, spec);
+      detail::Task* t = detail::OffloadBody<Fn>::clear_padding(detail::new_task(*this, std::forward<F>(body)));
+      detail::finish_spawn_offload(*this, t, accesses, n, attrs, spec);
     } else {
       detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
     }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <unistd.h>
@@ -783,6 +784,37 @@ TEST(Cluster, CaptureByReferenceIsRefused) {
   });
   if (weft::node_id() == 0) {
     EXPECT_TRUE(refused);
+  }
+}
+
+// A closure's padding bytes are no capture: here they hold a live stack address (the closure is built in a
+// buffer filled with one), and the task is offloaded and runs all the same. Before the padding was cleared the
+// stack check read them as a capture by reference, at random (whatever an earlier use of the bytes left).
+TEST(Cluster, StackAddressInPaddingIsNoCapture) {
+  weft::Runtime rt(cluster_options());
+  const int nodes = weft::num_nodes();
+  struct alignas(16) Wide {
+    std::int64_t v;  // then 8 bytes of padding
+  };
+  std::int64_t* out = nullptr;
+  rt.run([&](weft::Context& cx) {
+    out = weft::dmalloc<std::int64_t>(8);
+    std::int64_t local = 0;
+    const auto stale = reinterpret_cast<std::uintptr_t>(&local);  // live while the tasks are spawned
+    for (int i = 0; i < 8; ++i) {
+      alignas(64) unsigned char buf[64];
+      for (std::size_t w = 0; w < sizeof buf; w += sizeof stale) std::memcpy(buf + w, &stale, sizeof stale);
+      std::int64_t* slot = out + i;
+      // Built in place (no copy): only the members are written, the padding keeps the stack address.
+      auto* body = ::new (static_cast<void*>(buf)) auto([w = Wide{i + 1}, slot] { *slot = w.v; });
+      static_assert(sizeof(*body) > 2 * sizeof(std::int64_t), "the closure has padding");
+      cx.spawn(*body, weft::out(*slot), weft::node(i % nodes));
+    }
+    cx.taskwait();
+    local = 1;
+  });
+  if (weft::node_id() == 0) {
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], i + 1) << i;
   }
 }
 
