@@ -252,12 +252,12 @@ struct AggStore {
   static void destroy(AggStore* s) noexcept {
     Slot<V>* it = s->items();
     for (std::size_t i = 0; i < s->size; ++i) it[i].destroy();
-    const std::size_t n = bytes(s->target);
     s->~AggStore();
+    // Unsized: Clang before 19 does not declare the sized forms unless -fsized-deallocation is given.
     if constexpr (kOverAligned)
-      ::operator delete(static_cast<void*>(s), n, std::align_val_t{kAlign});
+      ::operator delete(static_cast<void*>(s), std::align_val_t{kAlign});
     else
-      ::operator delete(static_cast<void*>(s), n);
+      ::operator delete(static_cast<void*>(s));
   }
   Slot<V>* items() { return reinterpret_cast<Slot<V>*>(reinterpret_cast<unsigned char*>(this) + kItems); }
   Slot<V>& operator[](std::size_t i) { return items()[i]; }
