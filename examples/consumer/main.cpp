@@ -43,8 +43,8 @@ int main() {
     cx.taskiter(10, [&](weft::Context& it) { it.spawn([&] { ++iterated; }, weft::inout(iterated)); },
                 weft::inout(iterated));
     long* x = weft::dmalloc<long>(1);
-    const long seven = 7;
-    cx.spawn([x, seven] { *x = seven * 6; }, weft::out(*x), weft::offload);
+    long factor = 6;  // a captured value, copied with the closure
+    cx.spawn([x, factor] { *x = 7 * factor; }, weft::out(*x), weft::offload);
     cx.taskwait();
     offloaded = *x;
     weft::dfree(x);
@@ -58,9 +58,9 @@ int main() {
         [](const int& k, int v, auto& out) { weft::flow::send<0>(k / 4, Wide{static_cast<double>(v)}, out); },
         weft::flow::edges(seeds), weft::flow::edges(parts), "make");
     auto sum = weft::flow::make_tt<int>(
-        [&aggregated](const int&, const weft::flow::Aggregator<Wide>& a) {
+        [&aggregated](const int&, const weft::flow::Aggregator<Wide>& values) {
           double s = 0;
-          for (const Wide& w : a) s += w.v;
+          for (const Wide& w : values) s += w.v;
           aggregated.fetch_add(s);
         },
         weft::flow::edges(weft::flow::make_aggregator(parts, 4)), weft::flow::edges(), "sum");

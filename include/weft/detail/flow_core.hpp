@@ -304,7 +304,7 @@ class Aggregator {
 
    private:
     friend class Aggregator;
-    iterator(const Aggregator* a, std::size_t i) : a_(a), i_(i) {}
+    iterator(const Aggregator* agg, std::size_t i) : a_(agg), i_(i) {}
     const Aggregator* a_ = nullptr;
     std::size_t i_ = 0;
   };
@@ -1049,7 +1049,7 @@ struct GraphState {
   };
   template <class F>
   struct SeedOf final : Seed {
-    SeedOf(const std::string& w, F&& f) : Seed(w), f(std::move(f)) {}
+    SeedOf(const std::string& w, F&& fn) : Seed(w), f(std::move(fn)) {}
     void run() override { f(); }
     F f;
   };
