@@ -225,75 +225,107 @@ AggregatorEdge<K, V> make_aggregator(const Edge<K, V>& edge, F count_of) {
 template <class Key, class Body, class... In, class... Out>
 auto make_tt(Body&& body, const std::tuple<In...>& inputs, const std::tuple<Out...>& outputs,
              std::string name = "tt") {
-  static_assert(sizeof...(In) >= 1, "weft::flow::make_tt: a template task needs at least one input edge (a control "
-                                    "edge, Edge<Key, void>, for one that is only invoked)");
-  static_assert((std::is_same_v<typename detail::edge_traits<In>::key, Key> && ...),
-                "weft::flow::make_tt: every input edge must have the template task's key type (Edge<Key, V>)");
-  static_assert((!detail::edge_traits<Out>::aggregator && ...),
-                "weft::flow::make_tt: aggregators are input terminals; list the plain Edge among the outputs");
+  // Each condition is asserted, and the template task is instantiated only if all hold: a failed assertion is
+  // then the only error.
+  constexpr bool has_input = sizeof...(In) >= 1;
+  constexpr bool keys_match = (std::is_same_v<typename detail::edge_traits<In>::key, Key> && ...);
+  constexpr bool plain_outputs = (!detail::edge_traits<Out>::aggregator && ...);
   using KS = detail::key_t<Key>;
-  static_assert(std::is_copy_constructible_v<KS> && std::equality_comparable<KS>,
-                "weft::flow::make_tt: a key type must be copyable and have operator==");
-  static_assert(detail::has_hash<KS>,
+  constexpr bool key_ok = std::is_copy_constructible_v<KS> && std::equality_comparable<KS>;
+  constexpr bool hash_ok = detail::has_hash<KS>;
+  static_assert(has_input, "weft::flow::make_tt: a template task needs at least one input edge (a control "
+                           "edge, Edge<Key, void>, for one that is only invoked)");
+  static_assert(keys_match,
+                "weft::flow::make_tt: every input edge must have the template task's key type (Edge<Key, V>)");
+  static_assert(plain_outputs,
+                "weft::flow::make_tt: aggregators are input terminals; list the plain Edge among the outputs");
+  static_assert(key_ok, "weft::flow::make_tt: a key type must be copyable and have operator==");
+  static_assert(hash_ok,
                 "weft::flow::make_tt: no hash for the key type: specialise std::hash<Key> or weft::flow::Hash<Key>, "
                 "or use a std::tuple/std::pair of hashable types");
-  using T = TT<Key, std::decay_t<Body>, std::tuple<In...>, std::tuple<Out...>>;
-  auto tt = std::make_shared<T>(std::forward<Body>(body), inputs, outputs, std::move(name));
-  tt->link_edges();
-  return tt;
+  if constexpr (has_input && keys_match && plain_outputs && key_ok && hash_ok) {
+    using T = TT<Key, std::decay_t<Body>, std::tuple<In...>, std::tuple<Out...>>;
+    auto tt = std::make_shared<T>(std::forward<Body>(body), inputs, outputs, std::move(name));
+    tt->link_edges();
+    return tt;
+  } else {
+    return std::shared_ptr<void>();
+  }
 }
 
 namespace detail {
+// The send functions below instantiate the sending itself only when their static_asserts hold: a failed one is
+// then the only error, not followed by the standard library's or the edge's.
 template <std::size_t I, class... O>
-constexpr void check_terminal() {
+constexpr bool check_terminal() {
   static_assert(I < sizeof...(O), "weft::flow::send<i>: i is not an output terminal of this template task");
+  return I < sizeof...(O);
 }
+// (An index out of range names terminal 0: the braced-list overloads of broadcast name the type in their
+// signature, where an out-of-range index would fail in the standard library before check_terminal speaks.)
 template <std::size_t I, class... O>
-using terminal_t = std::tuple_element_t<I, std::tuple<O...>>;
+using terminal_t = std::tuple_element_t<(I < sizeof...(O) ? I : 0), std::tuple<O...>>;
 }  // namespace detail
 
 /// Sends `value` along output terminal i to the task of `key`.
 template <std::size_t I, class K, class V, class... O>
 void send(const K& key, V&& value, std::tuple<O...>& out) {
-  detail::check_terminal<I, O...>();
-  using T = detail::terminal_t<I, O...>;
-  static_assert(!std::is_void_v<typename T::key_type>, "weft::flow::send: the edge has a void key: use sendv<i>(value, out)");
-  static_assert(!std::is_void_v<typename T::value_type>, "weft::flow::send: a control edge carries no value: use sendk<i>(key, out)");
-  static_assert(std::is_convertible_v<const K&, typename T::key_type>, "weft::flow::send: the key does not convert to the edge's key type");
-  static_assert(std::is_convertible_v<V&&, typename T::value_type>, "weft::flow::send: the value does not convert to the edge's value type");
-  std::get<I>(out).put(key, std::forward<V>(value));
+  if constexpr (detail::check_terminal<I, O...>()) {
+    using T = detail::terminal_t<I, O...>;
+    constexpr bool keyed = !std::is_void_v<typename T::key_type>, valued = !std::is_void_v<typename T::value_type>;
+    static_assert(keyed, "weft::flow::send: the edge has a void key: use sendv<i>(value, out)");
+    static_assert(valued, "weft::flow::send: a control edge carries no value: use sendk<i>(key, out)");
+    if constexpr (keyed && valued) {
+      constexpr bool key_ok = std::is_convertible_v<const K&, typename T::key_type>;
+      constexpr bool value_ok = std::is_convertible_v<V&&, typename T::value_type>;
+      static_assert(key_ok, "weft::flow::send: the key does not convert to the edge's key type");
+      static_assert(value_ok, "weft::flow::send: the value does not convert to the edge's value type");
+      if constexpr (key_ok && value_ok) std::get<I>(out).put(key, std::forward<V>(value));
+    }
+  }
 }
 
 /// Control only: tells the task of `key` that input i (a control edge, Edge<K, void>) is satisfied.
 template <std::size_t I, class K, class... O>
 void sendk(const K& key, std::tuple<O...>& out) {
-  detail::check_terminal<I, O...>();
-  using T = detail::terminal_t<I, O...>;
-  static_assert(std::is_void_v<typename T::value_type>, "weft::flow::sendk: the edge carries values: use send<i>(key, value, out)");
-  static_assert(!std::is_void_v<typename T::key_type>, "weft::flow::sendk: the edge has a void key: use send<i>(out)");
-  static_assert(std::is_convertible_v<const K&, typename T::key_type>, "weft::flow::sendk: the key does not convert to the edge's key type");
-  std::get<I>(out).put(key, detail::Void{});
+  if constexpr (detail::check_terminal<I, O...>()) {
+    using T = detail::terminal_t<I, O...>;
+    constexpr bool control = std::is_void_v<typename T::value_type>, keyed = !std::is_void_v<typename T::key_type>;
+    static_assert(control, "weft::flow::sendk: the edge carries values: use send<i>(key, value, out)");
+    static_assert(keyed, "weft::flow::sendk: the edge has a void key: use send<i>(out)");
+    if constexpr (control && keyed) {
+      constexpr bool key_ok = std::is_convertible_v<const K&, typename T::key_type>;
+      static_assert(key_ok, "weft::flow::sendk: the key does not convert to the edge's key type");
+      if constexpr (key_ok) std::get<I>(out).put(key, detail::Void{});
+    }
+  }
 }
 
 /// Sends `value` along output terminal i, an edge with a void key.
 template <std::size_t I, class V, class... O>
 void sendv(V&& value, std::tuple<O...>& out) {
-  detail::check_terminal<I, O...>();
-  using T = detail::terminal_t<I, O...>;
-  static_assert(std::is_void_v<typename T::key_type>, "weft::flow::sendv: the edge has a key: use send<i>(key, value, out)");
-  static_assert(!std::is_void_v<typename T::value_type>, "weft::flow::sendv: a control edge carries no value: use send<i>(out)");
-  static_assert(std::is_convertible_v<V&&, typename T::value_type>, "weft::flow::sendv: the value does not convert to the edge's value type");
-  std::get<I>(out).put(detail::VoidKey{}, std::forward<V>(value));
+  if constexpr (detail::check_terminal<I, O...>()) {
+    using T = detail::terminal_t<I, O...>;
+    constexpr bool keyless = std::is_void_v<typename T::key_type>, valued = !std::is_void_v<typename T::value_type>;
+    static_assert(keyless, "weft::flow::sendv: the edge has a key: use send<i>(key, value, out)");
+    static_assert(valued, "weft::flow::sendv: a control edge carries no value: use send<i>(out)");
+    if constexpr (keyless && valued) {
+      constexpr bool value_ok = std::is_convertible_v<V&&, typename T::value_type>;
+      static_assert(value_ok, "weft::flow::sendv: the value does not convert to the edge's value type");
+      if constexpr (value_ok) std::get<I>(out).put(detail::VoidKey{}, std::forward<V>(value));
+    }
+  }
 }
 
 /// Control only, void key: satisfies input i of the single task behind the edge.
 template <std::size_t I, class... O>
 void send(std::tuple<O...>& out) {
-  detail::check_terminal<I, O...>();
-  using T = detail::terminal_t<I, O...>;
-  static_assert(std::is_void_v<typename T::key_type> && std::is_void_v<typename T::value_type>,
-                "weft::flow::send<i>(out) is for an edge with a void key and a void value");
-  std::get<I>(out).put(detail::VoidKey{}, detail::Void{});
+  if constexpr (detail::check_terminal<I, O...>()) {
+    using T = detail::terminal_t<I, O...>;
+    constexpr bool ok = std::is_void_v<typename T::key_type> && std::is_void_v<typename T::value_type>;
+    static_assert(ok, "weft::flow::send<i>(out) is for an edge with a void key and a void value");
+    if constexpr (ok) std::get<I>(out).put(detail::VoidKey{}, detail::Void{});
+  }
 }
 
 /// Sends one `value` along output terminal i to the task of every key in `keys`: a range of keys (any range
@@ -301,20 +333,28 @@ void send(std::tuple<O...>& out) {
 /// copy for all of them (small trivially copyable values are copied). No key: nothing is sent.
 template <std::size_t I, class Keys, class V, class... O>
 void broadcast(const Keys& keys, V&& value, std::tuple<O...>& out) {
-  detail::check_terminal<I, O...>();
-  using T = detail::terminal_t<I, O...>;
-  static_assert(!std::is_void_v<typename T::value_type>, "weft::flow::broadcast: a control edge carries no value: use broadcastk<i>(keys, out)");
-  static_assert(std::is_convertible_v<V&&, typename T::value_type>, "weft::flow::broadcast: the value does not convert to the edge's value type");
-  std::get<I>(out).put_many(detail::key_list<typename T::KS>(keys), std::forward<V>(value));
+  if constexpr (detail::check_terminal<I, O...>()) {
+    using T = detail::terminal_t<I, O...>;
+    constexpr bool valued = !std::is_void_v<typename T::value_type>;
+    static_assert(valued, "weft::flow::broadcast: a control edge carries no value: use broadcastk<i>(keys, out)");
+    if constexpr (valued) {
+      constexpr bool value_ok = std::is_convertible_v<V&&, typename T::value_type>;
+      static_assert(value_ok, "weft::flow::broadcast: the value does not convert to the edge's value type");
+      if constexpr (value_ok)
+        std::get<I>(out).put_many(detail::key_list<typename T::KS>(keys), std::forward<V>(value));
+    }
+  }
 }
 
 /// Control only: sendk<i> to every key in `keys` (a range of keys or one key, as for broadcast<i>).
 template <std::size_t I, class Keys, class... O>
 void broadcastk(const Keys& keys, std::tuple<O...>& out) {
-  detail::check_terminal<I, O...>();
-  using T = detail::terminal_t<I, O...>;
-  static_assert(std::is_void_v<typename T::value_type>, "weft::flow::broadcastk: the edge carries values: use broadcast<i>(keys, value, out)");
-  std::get<I>(out).put_many(detail::key_list<typename T::KS>(keys), detail::Void{});
+  if constexpr (detail::check_terminal<I, O...>()) {
+    using T = detail::terminal_t<I, O...>;
+    constexpr bool control = std::is_void_v<typename T::value_type>;
+    static_assert(control, "weft::flow::broadcastk: the edge carries values: use broadcast<i>(keys, value, out)");
+    if constexpr (control) std::get<I>(out).put_many(detail::key_list<typename T::KS>(keys), detail::Void{});
+  }
 }
 
 /// broadcast<i>({k1, k2, ...}, value, out): a braced list of keys.

@@ -396,14 +396,19 @@ struct ReducerOpsFor {
   static constexpr ReducerOps ops{sizeof(T), alignof(T), &type_tag<T>, &init, &combine, &destroy, &clone, &drop};
 };
 
+/// Whether the clause can be made (its operations are instantiated only then: a failed assertion is the only error).
 template <class T, class Op>
-constexpr void check_reducer() {
+constexpr bool check_reducer() {
   check_not_pointer<T>();
   static_assert(!std::is_const_v<T>, "weft::reduction: the datum must be modifiable");
   if constexpr (!builtin_reducer<Op, T>) {
-    static_assert(requires(const Op& o) { o.identity; o.combine; },
+    constexpr bool user_op = requires(const Op& o) { o.identity; o.combine; };
+    static_assert(user_op,
                   "weft::reduction: the operator is weft::sum, product, minimum, maximum, bit_and, bit_or, "
                   "bit_xor, logical_and, logical_or or a weft::reducer(identity, combine)");
+    return !std::is_const_v<T> && user_op;
+  } else {
+    return !std::is_const_v<T>;
   }
 }
 }  // namespace detail
@@ -421,15 +426,19 @@ struct ReductionAccess {
 /// reduction), the task itself is not delayed (OmpSs-2 weakreduction).
 template <class T, class Op>
 ReductionAccess reduction(T& object, const Op& op) {
-  detail::check_reducer<T, Op>();
-  return {{std::addressof(object), sizeof(T), AccessMode::reduction},
-          {std::addressof(object), &detail::ReducerOpsFor<T, Op>::ops, std::addressof(op)}};
+  if constexpr (!detail::check_reducer<T, Op>())
+    return {};
+  else
+    return {{std::addressof(object), sizeof(T), AccessMode::reduction},
+            {std::addressof(object), &detail::ReducerOpsFor<T, Op>::ops, std::addressof(op)}};
 }
 template <class T, class Op>
 ReductionAccess weak_reduction(T& object, const Op& op) {
-  detail::check_reducer<T, Op>();
-  return {{std::addressof(object), sizeof(T), AccessMode::weak_reduction},
-          {std::addressof(object), &detail::ReducerOpsFor<T, Op>::ops, std::addressof(op)}};
+  if constexpr (!detail::check_reducer<T, Op>())
+    return {};
+  else
+    return {{std::addressof(object), sizeof(T), AccessMode::weak_reduction},
+            {std::addressof(object), &detail::ReducerOpsFor<T, Op>::ops, std::addressof(op)}};
 }
 
 /// Scheduling priority of a task (larger runs earlier among ready tasks of a worker; the most recently queued
@@ -664,11 +673,12 @@ struct OffloadBody {
   static constexpr OffloadOps ops{sizeof(Fn), alignof(Fn), kInline, kNoPadding, &invoke};
 };
 template <class Fn>
-constexpr void check_offloadable() {
+constexpr bool check_offloadable() {  // (the spawn goes on only if it holds: its message is then the only error)
   static_assert(std::is_trivially_copyable_v<Fn>,
                 "weft::offload / weft::node: an offloaded body is copied as bytes to another process, so it must be "
                 "trivially copyable: capture values and pointers into weft::dmalloc/lmalloc memory, not "
                 "std::vector, std::string, std::function or other owning objects");
+  return std::is_trivially_copyable_v<Fn>;
 }
 template <class C>
 constexpr std::size_t is_reduction_v = std::is_same_v<std::decay_t<C>, ReductionAccess> ? 1 : 0;
@@ -694,14 +704,15 @@ class Context {
     if constexpr (nr == 0 && no == 0) {  // the usual spawn: reductions and offloading cost it nothing
       (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
       detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
-    } else if constexpr (no != 0) {
+    } else if constexpr (no != 0 && nr == 0) {
       using Fn = std::decay_t<F>;
-      detail::check_offloadable<Fn>();
-      (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
-      const detail::OffloadSpec spec{&detail::OffloadBody<Fn>::ops, (-1 + ... + (detail::node_of(clauses) + 1))};
-      detail::Task* t = detail::OffloadBody<Fn>::clear_padding(detail::new_task(*this, std::forward<F>(body)));
-      detail::finish_spawn_offload(*this, t, accesses, n, attrs, spec);
-    } else {
+      if constexpr (detail::check_offloadable<Fn>()) {
+        (add_clause(accesses, i, attrs, std::forward<Clauses>(clauses)), ...);
+        const detail::OffloadSpec spec{&detail::OffloadBody<Fn>::ops, (-1 + ... + (detail::node_of(clauses) + 1))};
+        detail::Task* t = detail::OffloadBody<Fn>::clear_padding(detail::new_task(*this, std::forward<F>(body)));
+        detail::finish_spawn_offload(*this, t, accesses, n, attrs, spec);
+      }
+    } else if constexpr (no == 0) {
       detail::ReductionSpec specs[nr];
       std::size_t k = 0;
       auto clause = [&](auto&& c) {
@@ -749,10 +760,11 @@ class Context {
         detail::bad_access_mode(k, static_cast<unsigned>(accesses[k].mode));
     if constexpr (no != 0) {
       using Fn = std::decay_t<F>;
-      detail::check_offloadable<Fn>();
-      const detail::OffloadSpec spec{&detail::OffloadBody<Fn>::ops, (-1 + ... + (detail::node_of(clauses) + 1))};
-      detail::Task* t = detail::OffloadBody<Fn>::clear_padding(detail::new_task(*this, std::forward<F>(body)));
-      detail::finish_spawn_offload(*this, t, accesses, n, attrs, spec);
+      if constexpr (detail::check_offloadable<Fn>()) {
+        const detail::OffloadSpec spec{&detail::OffloadBody<Fn>::ops, (-1 + ... + (detail::node_of(clauses) + 1))};
+        detail::Task* t = detail::OffloadBody<Fn>::clear_padding(detail::new_task(*this, std::forward<F>(body)));
+        detail::finish_spawn_offload(*this, t, accesses, n, attrs, spec);
+      }
     } else {
       detail::finish_spawn(*this, detail::new_task(*this, std::forward<F>(body)), accesses, n, attrs);
     }
