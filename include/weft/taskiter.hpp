@@ -66,6 +66,10 @@
 // whole loop.
 //
 // The body is callable as body(weft::Context&) or body(weft::Context&, std::uint64_t iteration).
+// A taskiter is a task, not a loop statement: cx.taskiter(...) returns once it is spawned, and its iterations run
+// after. A body or cond() that captures locals of the spawning function by reference needs a cx.taskwait()
+// before that function returns (the root function of Runtime::run too: its locals are gone once it returns,
+// while run() still waits for the taskiter).
 //
 //   cx.taskiter_while(cond, body, clauses...)
 // runs `while (cond()) body(it);`: cond() is called before the first iteration and, from a control task, after

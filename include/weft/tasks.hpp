@@ -461,8 +461,8 @@ struct label {
 /// capture by reference: a pointer to this process's stack; one that points into the spawning thread's stack is
 /// refused at run time with std::invalid_argument, but the stacks of other threads, e.g. the main thread's
 /// locals captured by a task spawned from a child task, and heap pointers are not detected: such a task fails on
-/// the other process; nor is any pointer in a closure with padding bytes if the compiler cannot clear them, as
-/// Clang 16 cannot: GCC can). In a job of one process both clauses change nothing, but weft::node(n) still
+/// the other process, usually with a segmentation fault there that ends the job; nor is any pointer in a
+/// closure with padding bytes if the compiler cannot clear them, as Clang 16 cannot: GCC can). In a job of one process both clauses change nothing, but weft::node(n) still
 /// needs n < weft::num_nodes() (write weft::node(i % weft::num_nodes()) for a program meant for any job size).
 struct offload_t {
   explicit constexpr offload_t() = default;
@@ -771,7 +771,10 @@ class Context {
   }
 
   /// Waits until every child spawned so far by this task has finished (running other ready tasks meanwhile),
-  /// then rethrows the first exception a child threw, if any.
+  /// then rethrows the first exception a child threw, if any. Running them inline nests their frames on this
+  /// thread's stack: a chain of tasks each waiting for its child takes a few hundred bytes per level, so with
+  /// 8 MiB stacks (the usual `ulimit -s`, which worker threads get too) somewhere beyond ~20,000 levels it
+  /// overflows the stack (a crash, not an error); raise `ulimit -s`, or recurse in a loop of tasks instead.
   void taskwait();
   /// In a job of several processes (a cluster Runtime, weft/cluster.hpp), taskwait() also brings the data the
   /// children accessed since this task's previous taskwait() to this process (a flush); taskwait_noflush()
