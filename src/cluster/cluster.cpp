@@ -2370,7 +2370,15 @@ void Cluster::local_freed(std::uintptr_t start, std::size_t bytes) {
 void Cluster::settle_address_space() {
   // Release / acquire: the handlers run in transport.poll, on this thread or on a communication thread.
   closing_.store(true, std::memory_order_release);
-  auto wait_for_leaves = [&](int n) { poll_until([&] { return leaves_.load(std::memory_order_acquire) >= n; }); };
+  // A rank that ended its program without destroying its cluster Runtime never sends its leave: the check ends
+  // the job with a line naming it (comm::MpiEnv::check_during_teardown).
+  auto wait_for_leaves = [&](int n) {
+    poll_until([&] {
+      if (leaves_.load(std::memory_order_acquire) >= n) return true;
+      comm::MpiEnv::get().check_during_teardown();
+      return false;
+    });
+  };
   if (rank != 0) {
     tell_lfrees();
     send(0, k_leave_, {});

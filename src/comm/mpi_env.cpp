@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "weft/detail/task.hpp"
 #include "weft/runtime.hpp"
 #include "weft/profile.hpp"
 
@@ -151,6 +152,7 @@ MpiEnv& MpiEnv::get() {
 void MpiEnv::note_exit_status(int status, void*) {
   exit_status_ = status;
   exit_in_run_ = runs_across_ranks_.load(std::memory_order_relaxed) > 0;
+  exit_in_task_ = weft::detail::current_worker_index() != weft::detail::kNotAWorker;
 }
 
 MpiEnv::MpiEnv() {
@@ -244,6 +246,7 @@ void MpiEnv::receive_departures() {
       g.exited = true;
       g.exit_runs = n.runs;
       g.exit_comms = n.comms;
+      g.exit_teardowns = n.teardown;
     } else {
       g.teardown = n.teardown;
       g.teardown_runs = n.runs;
@@ -306,6 +309,31 @@ void MpiEnv::check_while_making(std::uint64_t k) noexcept {
   }
 }
 
+void MpiEnv::check_during_teardown() noexcept {
+  if (size_ == 1 || !owns_mpi_) return;  // (notices exist only where weft finalises MPI)
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  // relaxed: a rate limit; the mutex orders the checks themselves.
+  if (now < next_departure_check_.load(std::memory_order_relaxed)) return;
+  std::unique_lock<std::mutex> g(depart_m_, std::try_to_lock);
+  if (!g.owns_lock()) return;
+  const bool held = token_.held_by_this_thread();  // (Transport::shutdown holds it; a cluster's settling not)
+  if (!held && !token_.try_acquire()) return;
+  next_departure_check_.store(now + std::chrono::nanoseconds(std::chrono::milliseconds(10)).count(),
+                              std::memory_order_relaxed);
+  receive_departures();
+  if (!held) token_.release();
+  for (int r = 0; r < size_; ++r) {
+    const Gone& x = gone_[static_cast<std::size_t>(r)];
+    if (x.exited && x.exit_teardowns < teardowns_)
+      abort_job("rank " + std::to_string(r) + " has ended its program (returned from main or called exit()) "
+                "having destroyed " + std::to_string(x.exit_teardowns) + " cluster Runtime(s) and flow graph(s) "
+                "across ranks, but this rank is destroying its number " + std::to_string(teardowns_) +
+                ", a collective step rank " + std::to_string(r) + " never takes part in: every process must "
+                "destroy the same cluster Runtimes and flow graphs across ranks, in the same order (or every "
+                "process ends with exit(0), leaving them alive)");
+  }
+}
+
 void MpiEnv::announce_teardown(Teardown what) noexcept {
   if (size_ == 1 || !owns_mpi_ || !mpi_live()) return;  // (as the exit notices: when weft finalises MPI)
   TokenScope hold(token_);
@@ -355,7 +383,7 @@ void MpiEnv::release_comm() noexcept {
 
 MpiEnv::~MpiEnv() {
   if (!mpi_live()) return;  // the program finalised MPI: on_finalize already ran
-  if (owns_mpi_ && (exit_status_ != 0 || exit_in_run_)) {
+  if (owns_mpi_ && (exit_status_ != 0 || exit_in_run_ || (exit_in_task_ && size_ > 1))) {
     // A rank that fails (exit(1) in a task, between runs, or a failing main) while the others go on, or that
     // exits in the middle of a run that other ranks take part in (exit(0) in a task): MPI_Finalize would wait
     // for them, and they for this rank's messages, forever. Leave without it: the launcher sees a rank end with
@@ -369,9 +397,10 @@ MpiEnv::~MpiEnv() {
                    rank_, exit_status_);
     else
       std::fprintf(stderr,
-                   "weft: rank %d: exit(0) during a run that other ranks take part in: that run cannot end, so "
-                   "this rank leaves with status 1, without MPI_Finalize, and the job ends\n",
-                   rank_);
+                   "weft: rank %d: exit(0) %s: %s, so this rank leaves with status 1, without MPI_Finalize, and "
+                   "the job ends\n",
+                   rank_, exit_in_run_ ? "during a run that other ranks take part in" : "inside a task",
+                   exit_in_run_ ? "that run cannot end" : "other ranks may wait for this one's messages");
     std::fflush(nullptr);
     wait_until_stderr_read();
     std::_Exit(status);

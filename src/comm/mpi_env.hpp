@@ -124,6 +124,11 @@ class MpiEnv {
   /// made fewer transports: it will never take part in this one (a rank that made one graph more than the
   /// others would otherwise wait forever).
   void check_while_making(std::uint64_t k) noexcept;
+  /// While this rank destroys a cluster Runtime or a flow graph across ranks (after announce_teardown; any
+  /// thread, token held or not): ends the job with a line naming a rank that has ended its program without
+  /// reaching this teardown, which it will never take part in (one rank calling exit(0) with its Runtime alive
+  /// while another destroys its own would otherwise leave both waiting). At most every 10 ms.
+  void check_during_teardown() noexcept;
   /// What announce_teardown announces (named in the line of the rank that ends the job).
   enum class Teardown : std::uint64_t { cluster_runtime = 1, flow_graph = 2 };
   /// A cluster Runtime or a flow graph across ranks is being destroyed (a collective step: the other ranks must
@@ -144,6 +149,9 @@ class MpiEnv {
   static inline int exit_status_ = 0;
   /// Whether exit() was called during a RunAcrossRanks (noted with the status).
   static inline bool exit_in_run_ = false;
+  /// Whether exit() was called inside a task (by a thread running one): in a job of several processes another
+  /// rank may wait for this one's messages (weft::mpi), which it cannot tell.
+  static inline bool exit_in_task_ = false;
   /// Runs across ranks begun by this process (see RunAcrossRanks::index).
   static inline std::atomic<std::uint64_t> runs_begun_{0};
   /// RunAcrossRanks in progress in this process. Relaxed: a thread that calls exit() inside a run runs one of
@@ -177,6 +185,7 @@ class MpiEnv {
     std::uint64_t teardown = 0, teardown_runs = 0;  // the last teardown announced
     Teardown teardown_what = Teardown::cluster_runtime;
     std::uint64_t exit_comms = 0, teardown_comms = 0;  // Notice::comms of the exit, of the last teardown
+    std::uint64_t exit_teardowns = 0;                  // the teardowns it had announced when it exited
   };
   /// Sends n to the peers (token and depart_m_ held); the sends complete in depart().
   void send_notice(Notice n);

@@ -298,6 +298,7 @@ void Transport::Impl::shutdown() {
     bool busy = dirty_.load(std::memory_order_acquire) != nullptr;
     for (const ReqCtx& c : ctx_) busy |= c.type == ReqCtx::eager_send || c.type == ReqCtx::rdv_send;
     if (!busy) break;
+    env_.check_during_teardown();  // a rank that left without this teardown never receives them
     std::this_thread::yield();
   }
   // 2. Every rank is here: none sends any more.
@@ -305,7 +306,10 @@ void Transport::Impl::shutdown() {
   MPI_Ibarrier(comm_, &barrier);
   for (int flag = 0; !flag;) {
     MPI_Test(&barrier, &flag, MPI_STATUS_IGNORE);
-    if (!flag) std::this_thread::yield();
+    if (!flag) {
+      env_.check_during_teardown();  // (nor enters the barrier)
+      std::this_thread::yield();
+    }
   }
   // 3. Whatever arrived and was not dispatched is lost: say so.
   repost_ring();          // a slot dispatched last is posted again, so that a late arrival is seen here too

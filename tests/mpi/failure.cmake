@@ -16,7 +16,11 @@
 #   -DMODE=clusterexit   as kill, but rank 1 calls exit(1) inside a task offloaded to it; clusterexitmain: its
 #                     main thread calls exit(1) between two runs; clusterexit0: exit(0) inside the task. The job
 #                     must end within 10 s with a failure status, with weft's line.
+#                     clusterexitlast: rank 1 calls exit(0) after the run, its Runtime alive, while rank 0
+#                     destroys its own: rank 0's line must name rank 1, which never takes part in that step.
 #   -DMODE=flowexit0  as flowkill, but rank 1 calls exit(0) inside the flow task.
+#   -DMODE=mpiexit0   rank 1 calls exit(0) inside a task of a plain Runtime while rank 0's task waits for its
+#                     message (weft::mpi): rank 1 must leave with status 1 and its line.
 #   -DMODE=flowleave  rank 1 calls exit(0) after the first fence, rank 0 starts a second epoch that needs it;
 #                     clusterleave: rank 1 calls exit(0) between two runs of a cluster; clusterleave0: rank 0
 #                     calls exit(0) after the first run while rank 1 calls run() again. The job must end within
@@ -52,6 +56,8 @@ elseif(MODE MATCHES "^clusterexit")
   list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
   if(MODE STREQUAL "clusterexit0")
     list(APPEND env "WEFT_TEST_EXIT_WHERE=task" "WEFT_TEST_EXIT_STATUS=0")
+  elseif(MODE STREQUAL "clusterexitlast")
+    list(APPEND env "WEFT_TEST_EXIT_WHERE=last" "WEFT_TEST_EXIT_STATUS=0")
   elseif(MODE STREQUAL "clusterexit")
     list(APPEND env "WEFT_TEST_EXIT_WHERE=task")
   else()
@@ -85,6 +91,9 @@ elseif(MODE STREQUAL "flowthrow")
 elseif(MODE STREQUAL "flowextra")
   list(APPEND env "WEFT_TEST_EXTRA=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.OneRankMakesAnExtraGraph")
+elseif(MODE STREQUAL "mpiexit0")
+  list(APPEND env "WEFT_TEST_KILL_FILE=${stamp}")
+  list(APPEND cmd "--gtest_filter=RequestsFailure.ExitZeroInTask")
 elseif(MODE STREQUAL "flowseed")
   list(APPEND env "WEFT_TEST_SEED=1")
   list(APPEND cmd "--gtest_filter=FlowFailure.QueuedInvokeThrowsOnRank1")
@@ -96,7 +105,7 @@ if(MODE MATCHES "return")
 endif()
 if(unknown_mode)
   message(FATAL_ERROR "MODE=${MODE}: expected kill, abort, flowkill, flowexit0, flowleave, clusterkill, "
-                      "clusterexit, clusterexitmain, clusterexit0, clusterleave, clusterleave0, flowthrow, flowseed, flowextra, "
+                      "clusterexit, clusterexitmain, clusterexit0, clusterexitlast, mpiexit0, clusterleave, clusterleave0, flowthrow, flowseed, flowextra, "
                       "watchdog, "
                       "watchdogsilent, clusterwatchdog, clusterwatchdogsilent, or flowreturn, clusterreturn, "
                       "clusterreturn0")
@@ -142,9 +151,13 @@ if(MODE MATCHES "kill|exit|leave|return")
   if(MODE MATCHES "leave|return" AND
      NOT err MATCHES "weft: rank ${waiter}: rank ${gone} (has ended its program \\(returned from main or called exit\\(\\)\\)|${teardown} \\(a collective step\\)) after 1 run\\(s\\) across ranks \\(cluster runs and flow-graph fences\\), but this rank is in its run 2")
     message(FATAL_ERROR "no line from rank ${waiter} naming rank ${gone}, which left: ${shown}\n${log}")
-  elseif(MODE MATCHES "exit0" AND NOT err MATCHES "weft: rank 1: exit\\(0\\) during a run that other ranks take part in")
+  elseif(MODE STREQUAL "mpiexit0" AND NOT err MATCHES "weft: rank 1: exit\\(0\\) inside a task: other ranks may wait")
     message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
-  elseif(MODE MATCHES "exit" AND NOT MODE MATCHES "exit0" AND
+  elseif(MODE MATCHES "^(cluster|flow)exit0$" AND NOT err MATCHES "weft: rank 1: exit\\(0\\) during a run that other ranks take part in")
+    message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
+  elseif(MODE STREQUAL "clusterexitlast" AND NOT err MATCHES "weft: rank 0: rank 1 has ended its program \\(returned from main or called exit\\(\\)\\) having destroyed 0 cluster Runtime\\(s\\) and flow graph\\(s\\) across ranks, but this rank is destroying its number 1")
+    message(FATAL_ERROR "no line from rank 0 naming rank 1, which left without destroying its Runtime: ${shown}\n${log}")
+  elseif(MODE MATCHES "exit" AND NOT MODE MATCHES "exit0|exitlast" AND
          NOT err MATCHES "weft: rank 1: exiting with status 1 before MPI_Finalize")
     message(FATAL_ERROR "no rank-tagged line from the rank that exited: ${shown}\n${log}")
   endif()

@@ -9,6 +9,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -406,3 +409,30 @@ INSTANTIATE_TEST_SUITE_P(Workers, Requests, testing::Values(1u, 2u),
                          [](const testing::TestParamInfo<unsigned>& i) { return std::to_string(i.param) + "w"; });
 
 }  // namespace
+
+// Run by tests/mpi/failure.cmake (MODE=mpiexit0): rank 1 calls exit(0) inside a task while rank 0's task waits
+// for its message (weft::mpi). Rank 1 must leave with status 1 and a rank-tagged line, not wait in MPI at exit
+// for rank 0, which waits for it.
+TEST(RequestsFailure, ExitZeroInTask) {
+  const char* file = std::getenv("WEFT_TEST_KILL_FILE");
+  if (!file) GTEST_SKIP() << "run by tests/mpi/failure.cmake";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  weft::Runtime rt;
+  int x = 0;
+  rt.run([&](weft::Context& cx) {
+    cx.spawn(
+        [&](weft::Context& t) {
+          if (rank == 1) {
+            if (FILE* f = std::fopen(file, "w")) {
+              std::fprintf(f, "%lld\n", static_cast<long long>(std::time(nullptr)));
+              std::fclose(f);
+            }
+            std::exit(0);
+          }
+          weft::mpi::irecv(t, &x, 1, MPI_INT, 1, 0, MPI_COMM_WORLD);
+        },
+        weft::out(x));
+  });
+  std::_Exit(3);
+}
