@@ -380,34 +380,42 @@ void broadcastk(std::initializer_list<typename detail::terminal_t<I, O...>::KS> 
 /// message per owner rank for all their keys; the others, one message per terminal and owner rank.
 template <std::size_t I, std::size_t J, std::size_t... Is, class... Lists, class V, class... O>
 void broadcast(const std::tuple<Lists...>& keylists, V&& value, std::tuple<O...>& out) {
-  static_assert(sizeof...(Lists) == 2 + sizeof...(Is),
+  constexpr bool lists_ok = sizeof...(Lists) == 2 + sizeof...(Is);
+  constexpr bool terminals_ok = (((I < sizeof...(O)) && (J < sizeof...(O))) && ... && (Is < sizeof...(O)));
+  constexpr bool valued = ((!std::is_void_v<typename detail::terminal_t<I, O...>::value_type> &&
+                            !std::is_void_v<typename detail::terminal_t<J, O...>::value_type>) && ... &&
+                           !std::is_void_v<typename detail::terminal_t<Is, O...>::value_type>);
+  constexpr bool converts = ((std::is_convertible_v<V&&, typename detail::terminal_t<I, O...>::value_type> &&
+                              std::is_convertible_v<V&&, typename detail::terminal_t<J, O...>::value_type>) && ... &&
+                             std::is_convertible_v<V&&, typename detail::terminal_t<Is, O...>::value_type>);
+  static_assert(lists_ok,
                 "weft::flow::broadcast<i, j, ...>: give one key list (a range or a key) per terminal, in a std::tuple");
-  static_assert((((I < sizeof...(O)) && (J < sizeof...(O))) && ... && (Is < sizeof...(O))),
+  static_assert(terminals_ok,
                 "weft::flow::broadcast<i, j, ...>: an index is not an output terminal of this template task");
-  static_assert(((!std::is_void_v<typename detail::terminal_t<I, O...>::value_type> &&
-                  !std::is_void_v<typename detail::terminal_t<J, O...>::value_type>) && ... &&
-                 !std::is_void_v<typename detail::terminal_t<Is, O...>::value_type>),
+  static_assert(!terminals_ok || valued,
                 "weft::flow::broadcast<i, j, ...>: a control edge carries no value: use broadcastk<i, j, ...>");
-  static_assert(((std::is_convertible_v<V&&, typename detail::terminal_t<I, O...>::value_type> &&
-                  std::is_convertible_v<V&&, typename detail::terminal_t<J, O...>::value_type>) && ... &&
-                 std::is_convertible_v<V&&, typename detail::terminal_t<Is, O...>::value_type>),
+  static_assert(!terminals_ok || !valued || converts,
                 "weft::flow::broadcast<i, j, ...>: the value does not convert to every terminal's value type");
-  detail::Broadcast<I, J, Is...>::run(keylists, std::forward<V>(value), out);
+  if constexpr (lists_ok && terminals_ok && valued && converts)
+    detail::Broadcast<I, J, Is...>::run(keylists, std::forward<V>(value), out);
 }
 
 /// Control only: broadcastk<i> on several terminals, one key list (a range or a key) per terminal, as
 /// broadcast<i, j, ...>. Checks every terminal with keys for a consumer before it sends anything.
 template <std::size_t I, std::size_t J, std::size_t... Is, class... Lists, class... O>
 void broadcastk(const std::tuple<Lists...>& keylists, std::tuple<O...>& out) {
-  static_assert(sizeof...(Lists) == 2 + sizeof...(Is),
+  constexpr bool lists_ok = sizeof...(Lists) == 2 + sizeof...(Is);
+  constexpr bool terminals_ok = (((I < sizeof...(O)) && (J < sizeof...(O))) && ... && (Is < sizeof...(O)));
+  constexpr bool control = ((std::is_void_v<typename detail::terminal_t<I, O...>::value_type> &&
+                             std::is_void_v<typename detail::terminal_t<J, O...>::value_type>) && ... &&
+                            std::is_void_v<typename detail::terminal_t<Is, O...>::value_type>);
+  static_assert(lists_ok,
                 "weft::flow::broadcastk<i, j, ...>: give one key list (a range or a key) per terminal, in a std::tuple");
-  static_assert((((I < sizeof...(O)) && (J < sizeof...(O))) && ... && (Is < sizeof...(O))),
+  static_assert(terminals_ok,
                 "weft::flow::broadcastk<i, j, ...>: an index is not an output terminal of this template task");
-  static_assert(((std::is_void_v<typename detail::terminal_t<I, O...>::value_type> &&
-                  std::is_void_v<typename detail::terminal_t<J, O...>::value_type>) && ... &&
-                 std::is_void_v<typename detail::terminal_t<Is, O...>::value_type>),
+  static_assert(!terminals_ok || control,
                 "weft::flow::broadcastk<i, j, ...>: an edge carries values: use broadcast<i, j, ...>");
-  detail::Broadcast<I, J, Is...>::run(keylists, detail::Void{}, out);
+  if constexpr (lists_ok && terminals_ok && control) detail::Broadcast<I, J, Is...>::run(keylists, detail::Void{}, out);
 }
 
 /// The processes a graph built now runs on: the MPI job's size when weft is built with MPI and the program was
