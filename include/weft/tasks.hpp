@@ -462,8 +462,9 @@ struct label {
 /// refused at run time with std::invalid_argument, but the stacks of other threads, e.g. the main thread's
 /// locals captured by a task spawned from a child task, and heap pointers are not detected: such a task fails on
 /// the other process, usually with a segmentation fault there that ends the job; nor is any pointer in a
-/// closure with padding bytes if the compiler cannot clear them, as Clang 16 cannot: GCC can). In a job of one process both clauses change nothing, but weft::node(n) still
-/// needs n < weft::num_nodes() (write weft::node(i % weft::num_nodes()) for a program meant for any job size).
+/// closure with padding bytes if the compiler cannot clear them, as Clang 16 cannot: GCC can). In a job of one
+/// process both clauses change nothing, but weft::node(n) still needs n < weft::num_nodes() (write
+/// weft::node(i % weft::num_nodes()) for a program meant for any job size).
 struct offload_t {
   explicit constexpr offload_t() = default;
 };

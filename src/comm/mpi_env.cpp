@@ -256,18 +256,25 @@ void MpiEnv::receive_departures() {
   }
 }
 
-void MpiEnv::check_departures(std::uint64_t index) noexcept {
-  if (size_ == 1 || index == 0) return;
+std::unique_lock<std::mutex> MpiEnv::take_notices() noexcept {
   const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   // relaxed: a rate limit; the mutex orders the checks themselves.
-  if (now < next_departure_check_.load(std::memory_order_relaxed)) return;
+  if (now < next_departure_check_.load(std::memory_order_relaxed)) return {};
   std::unique_lock<std::mutex> g(depart_m_, std::try_to_lock);
-  if (!g.owns_lock()) return;
-  if (!token_.try_acquire()) return;  // a poll is under way: look next time
+  if (!g.owns_lock()) return {};
+  const bool held = token_.held_by_this_thread();  // (Transport::shutdown holds it)
+  if (!held && !token_.try_acquire()) return {};   // a poll is under way: look next time
   next_departure_check_.store(now + std::chrono::nanoseconds(std::chrono::milliseconds(10)).count(),
                               std::memory_order_relaxed);
   receive_departures();
-  token_.release();
+  if (!held) token_.release();
+  return g;
+}
+
+void MpiEnv::check_departures(std::uint64_t index) noexcept {
+  if (size_ == 1 || index == 0) return;
+  const std::unique_lock<std::mutex> g = take_notices();
+  if (!g.owns_lock()) return;
   auto fail = [&](int r, const char* doing, std::uint64_t runs) {
     abort_job("rank " + std::to_string(r) + " " + doing + " after " + std::to_string(runs) +
               " run(s) across ranks (cluster runs and flow-graph fences), but this rank is in its run " +
@@ -311,17 +318,8 @@ void MpiEnv::check_while_making(std::uint64_t k) noexcept {
 
 void MpiEnv::check_during_teardown() noexcept {
   if (size_ == 1 || !owns_mpi_) return;  // (notices exist only where weft finalises MPI)
-  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-  // relaxed: a rate limit; the mutex orders the checks themselves.
-  if (now < next_departure_check_.load(std::memory_order_relaxed)) return;
-  std::unique_lock<std::mutex> g(depart_m_, std::try_to_lock);
+  const std::unique_lock<std::mutex> g = take_notices();
   if (!g.owns_lock()) return;
-  const bool held = token_.held_by_this_thread();  // (Transport::shutdown holds it; a cluster's settling not)
-  if (!held && !token_.try_acquire()) return;
-  next_departure_check_.store(now + std::chrono::nanoseconds(std::chrono::milliseconds(10)).count(),
-                              std::memory_order_relaxed);
-  receive_departures();
-  if (!held) token_.release();
   for (int r = 0; r < size_; ++r) {
     const Gone& x = gone_[static_cast<std::size_t>(r)];
     if (x.exited && x.exit_teardowns < teardowns_)

@@ -191,6 +191,9 @@ class MpiEnv {
   void send_notice(Notice n);
   /// Receives the notices that have arrived (token and depart_m_ held).
   void receive_departures();
+  /// For the checks: at most every 10 ms, and only if depart_m_ and the progress token are free (or the token
+  /// is this thread's), receives the notices and returns depart_m_ held; else an empty lock.
+  std::unique_lock<std::mutex> take_notices() noexcept;
   /// At exit (weft finalises MPI): sends this rank's exit notice and waits until every rank has sent its own.
   void depart();
   static constexpr int kDepartTag = 1;
