@@ -109,10 +109,10 @@
 //   With one process (or weft built without MPI) a graph is exactly the single-process one, at the same cost.
 // * Pending tasks (some inputs arrived, not all) wait in a per-template-task concurrent hash table (bucket locks,
 //   growth by chained tables, a reader-biased resize lock); a template task with a single non-aggregator input
-//   never uses it: each value sent to it makes a ready task at once. A pending task with two int inputs takes
-//   about 300 bytes (10^6 of them: about 300 MB). Throttling does not bound them: they are not ready. What they
-//   took is freed once they have run, back to malloc; glibc keeps much of it in the process (resident) until
-//   malloc_trim(0) is called, which a program that made many pending tasks may do after its graph is gone.
+//   never uses it: each value sent to it makes a ready task at once. Each pending task holds its entry and the
+//   inputs that arrived; throttling does not bound them (they are not ready). What they took is freed once they
+//   have run, back to malloc; glibc keeps much of it in the process (resident) until malloc_trim(0) is called,
+//   which a program that made many pending tasks may do after its graph is gone.
 // * Throttling (bounded memory, as for dependency tasks): a send that makes a task ready while the graph already
 //   has Options::max_tasks (WEFT_MAX_TASKS) ready or running tasks first runs queued tasks of the graph, until
 //   half as many remain or none is queued; so a task sending many ready tasks and then its own continuation
